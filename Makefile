@@ -1,0 +1,31 @@
+# mmposmlp developer entry points. Every target installs first if needed (idempotent).
+PY := .venv/bin/python
+TOY := data/toy
+DEMO_DIR := work_dirs/demo
+
+.PHONY: install test test-slow test-slurm test-all demo toy-data clean
+
+install:
+	bash tools/setup_env.sh
+
+toy-data: install
+	$(PY) tools/misc/make_toy_datasets.py --out $(TOY)
+
+# The default suite (what CI runs through .ci/run): no slow or slurm-marked tests.
+test: install
+	$(PY) -m pytest tests -m "not slow and not slurm" -q -p no:cacheprovider
+
+test-slow: install
+	$(PY) -m pytest tests -m "slow" -q -p no:cacheprovider
+
+test-slurm: install
+	$(PY) -m pytest tests -m "slurm" -q -p no:cacheprovider
+
+test-all: install
+	$(PY) -m pytest tests -q -p no:cacheprovider
+
+demo: install
+	bash tools/demo.sh
+
+clean:
+	rm -rf work_dirs $(TOY)

@@ -1,0 +1,36 @@
+# Semantic FPN + PVT-medium+PEG (GAP-pretrained), ADE20K 512x512 (CPVT Table 13).
+# Official Twins Semantic FPN recipe: AdamW lr 1e-4, wd 1e-4, poly (power 0.9, min lr 1e-6),
+# 80k iterations, batch 16; FPN 256 channels, 4 outputs.
+_base_ = 'mmseg::sem_fpn/fpn_r50_4xb4-80k_ade20k-512x512.py'
+
+custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+
+model = dict(
+    # mmseg pushes a segmentor-level pretrained into the backbone: keep it None
+    pretrained=None,
+    backbone=dict(
+        _delete_=True,
+        type='mmposmlp.PVTPEG',
+        arch='medium',
+        out_indices=(0, 1, 2, 3),
+        drop_path_rate=0.2,
+        init_cfg=dict(
+            type='Pretrained',
+            checkpoint='checkpoints/pvt-peg-m-gap_in1k_mmposmlp.pth',
+            prefix='backbone.')),
+    neck=dict(in_channels=[64, 128, 320, 512], out_channels=256, num_outs=4))
+
+optim_wrapper = dict(
+    _delete_=True,
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=0.0001, weight_decay=0.0001),
+    clip_grad=None)
+param_scheduler = [
+    dict(
+        type='PolyLR',
+        power=0.9,
+        eta_min=1e-6,
+        begin=0,
+        end=80000,
+        by_epoch=False)
+]

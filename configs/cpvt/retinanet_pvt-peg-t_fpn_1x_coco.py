@@ -1,0 +1,22 @@
+# RetinaNet + PVT-tiny+PEG (GAP-pretrained), COCO 1x (CPVT Table 13, "RetinaNet on COCO").
+# Same recipe as mmdet's RetinaNet PVT-T (the PVT setting): AdamW lr 1e-4, wd 1e-4, 12 epochs,
+# step at 8 and 11, 500-iter linear warm-up, 1333x800, batch 8 GPUs x 2.
+_base_ = 'mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py'
+
+custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposmlp.PVTPEG',
+        arch='tiny',
+        out_indices=(0, 1, 2, 3),
+        # official Twins detection wrapper: drop_path 0.2, no extra output norms
+        drop_path_rate=0.2,
+        init_cfg=dict(
+            type='Pretrained',
+            # ImageNet PVT-tiny+PEG+GAP weights: pvt-peg-t-gap_8xb128_in1k.py, or
+            # tools/model_converters/pcpvt2mmposmlp.py on the official Twins PCPVT weights
+            checkpoint='checkpoints/pvt-peg-t-gap_in1k_mmposmlp.pth',
+            prefix='backbone.')),
+    neck=dict(in_channels=[64, 128, 320, 512]))

@@ -1,0 +1,23 @@
+# Mask R-CNN 1x with Wave-MLP-M; paper Table 3 (reported): 59.6M / 311.5G, 45.3 APb / 41.0 APm.
+# Depthwise phase estimation: the configuration whose params match paper Tables 3-4
+# (see README: the tables' sizes fit the depthwise phase at every size).
+# Backbone: no official weights; pretrain wavemlp-m-dw_8xb128_in1k.py and save the
+# classifier checkpoint as checkpoints/wavemlp-m-dw_in1k_mmposmlp.pth.
+_base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
+custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposmlp.WaveMLP',
+        arch='m',
+        phase_mode='depthwise',
+        out_indices=(0, 1, 2, 3),
+        phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
+        drop_path_rate=0.1,
+        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-m-dw_in1k_mmposmlp.pth')),
+    neck=dict(in_channels=[64, 128, 320, 512]))
+
+# PVT recipe (paper Sec. 4.2): AdamW lr 1e-4, wd 1e-4, 12 epochs (1x), 8 GPUs x 2 images
+optim_wrapper = dict(
+    optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, weight_decay=0.0001))

@@ -1,0 +1,21 @@
+# RetinaNet 1x with Wave-MLP-B; paper Table 3 (reported): 66.1M / 333.9G, 44.2 AP.
+# Channel-FC phase estimation of the released ImageNet models (loads the official
+# weights); 1.6-8M more params than paper Tables 3-4 (see README).
+# Backbone: no official B weights; pretrain wavemlp-b_8xb128_in1k.py -> checkpoints/wavemlp-b_in1k_mmposmlp.pth.
+_base_ = 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'
+custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmposmlp.WaveMLP',
+        arch='b',
+        out_indices=(0, 1, 2, 3),
+        phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
+        drop_path_rate=0.1,
+        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-b_in1k_mmposmlp.pth')),
+    neck=dict(in_channels=[96, 192, 384, 768]))
+
+# PVT recipe (paper Sec. 4.2): AdamW lr 1e-4, wd 1e-4, 12 epochs (1x), 8 GPUs x 2 images
+optim_wrapper = dict(
+    optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, weight_decay=0.0001))

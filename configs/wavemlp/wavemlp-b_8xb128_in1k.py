@@ -1,0 +1,6 @@
+# Wave-MLP-B, paper Table 2: 63M params, 10.2G FLOPs, 83.6 top-1 (reported; no official weights).
+# Same official recipe as wavemlp-t_8xb128_in1k.py.
+# no official weights exist for B (Efficient-AI-Backbones issue #93).
+_base_ = './wavemlp-t_8xb128_in1k.py'
+
+model = dict(backbone=dict(arch='b'), head=dict(in_channels=768))

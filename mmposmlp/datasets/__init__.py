@@ -1,0 +1,1 @@
+"""Dataset helpers (toy dataset generators and transforms)."""

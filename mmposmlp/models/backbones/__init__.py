@@ -1,0 +1,4 @@
+from .posmlp import PosMLP, convert_official_posmlp  # noqa: F401
+from .wave_mlp import WaveMLP, convert_official_wavemlp  # noqa: F401
+from .pvt_peg import PVTPEG, PVTMlp  # noqa: F401
+from .cpvt import CPVT  # noqa: F401

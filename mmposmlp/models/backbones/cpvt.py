@@ -1,0 +1,271 @@
+"""CPVT: a plain DeiT/ViT whose absolute position embedding is replaced by PEGs.
+
+Chu et al., "Conditional Positional Encodings for Vision Transformers", ICLR 2023
+(https://arxiv.org/abs/2102.10882). Architectures = DeiT-Ti/S/B (Table 9), PEG positions
+(Table 6 / Table 12): position ``p`` is the *output of encoder block p* (``-1`` = the input of
+the first block); the paper's best "0-5" setting = positions 0, 1, 2, 3, 4 (one PEG after each
+of the first five encoders, footnote of Tables 2 and 4). With no absolute position embedding
+the model runs at any input size without interpolation (Table 2).
+"""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks import DropPath
+from mmengine.model import BaseModule, ModuleList
+from mmengine.model.weight_init import constant_init, trunc_normal_init
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from mmposmlp.models.checkpoints import load_pretrained
+from mmposmlp.models.layers.peg import PEG
+from mmposmlp.registry import MODELS
+from .pvt_peg import build_ffn
+
+
+class MultiheadSelfAttention(BaseModule):
+    """ViT attention: ``proj(softmax(q k^T / sqrt(d)) v)`` with a fused ``qkv`` Linear."""
+
+    def __init__(self, embed_dims, num_heads, qkv_bias=True, attn_drop=0., proj_drop=0.):
+        super().__init__()
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims {embed_dims} must be divisible by num_heads {num_heads}')
+        self.num_heads = num_heads
+        self.scale = (embed_dims // num_heads) ** -0.5
+        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = self.attn_drop(((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1))
+        return self.proj_drop(self.proj((attn @ v).transpose(1, 2).reshape(B, N, C)))
+
+
+class CPVTBlock(BaseModule):
+    """Pre-norm transformer encoder block (DeiT)."""
+
+    def __init__(self, embed_dims, num_heads, feedforward_channels, qkv_bias=True, drop_rate=0.,
+                 attn_drop_rate=0., drop_path_rate=0., norm_cfg=dict(type='LN', eps=1e-6),
+                 ffn_cfg=None, with_cp=False):
+        super().__init__()
+        self.with_cp = with_cp
+        self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.attn = MultiheadSelfAttention(embed_dims, num_heads, qkv_bias, attn_drop_rate, drop_rate)
+        self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+        self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.ffn = build_ffn(ffn_cfg, embed_dims, feedforward_channels, drop_rate)
+
+    def forward(self, x, hw_shape=None):
+        def _inner(x):
+            x = x + self.drop_path(self.attn(self.ln1(x)))
+            return x + self.drop_path(self.ffn(self.ln2(x), hw_shape))
+
+        if self.with_cp and x.requires_grad:
+            return cp.checkpoint(_inner, x, use_reentrant=False)
+        return _inner(x)
+
+
+@MODELS.register_module()
+class CPVT(BaseModule):
+    """Conditional Position encoding Vision Transformer (CPVT-Ti/S/B).
+
+    Architectures (CPVT Table 9 = DeiT; params with 1000-class head, 5 PEGs, cls token)::
+
+        arch        | embed_dims | depth | heads | mlp | params (ours) | paper (Table 9 / Table 4)
+        tiny  (ti)  | 192        | 12    | 3     | 768 | 5.69M         | 6M / 6M
+        small (s)   | 384        | 12    | 6     | 1536| 21.99M        | 22M / 23M
+        base  (b)   | 768        | 12    | 12    | 3072| 86.45M        | 86M / 88M
+
+    Args:
+        arch (str | dict): 'tiny'/'ti'/'deit-tiny', 'small'/'s'/'deit-small', 'base'/'b'/'deit-base'
+            or a dict with embed_dims, num_layers, num_heads, feedforward_channels.
+        img_size: unused by the model (kept for config symmetry; any input size works).
+        patch_size (int): 16. Non-divisible inputs are floored (strided conv, as DeiT).
+        in_channels (int): 3.
+        peg_positions (Sequence[int]): PEG positions; ``p >= 0`` = after block ``p``, ``-1`` =
+            before the first block. Default (0, 1, 2, 3, 4) = the paper's "0-5" (Table 12).
+        peg_cfg (dict): kwargs of :class:`mmposmlp.PEG` (kernel_size, num_layers, conv_type...).
+        with_cls_token (bool): prepend a cls token (passed through the PEGs untouched).
+        out_type (str): 'cls_token' (CPVT), 'avg_featmap' (CPVT-GAP: mean of patch tokens, then
+            ``ln2``), 'featmap' (NCHW) or 'raw' — mmpretrain ``VisionTransformer`` convention.
+        final_norm (bool): LayerNorm ``ln1`` on all tokens after the last block. The GAP configs
+            use ``final_norm=False`` with ``out_type='avg_featmap'`` (norm after pooling), as
+            mmpretrain does.
+        out_indices (Sequence[int]): blocks whose outputs are returned. Default -1.
+        drop_rate, attn_drop_rate, drop_path_rate (float): DeiT: 0, 0, 0.1.
+        qkv_bias (bool): True.
+        norm_cfg (dict): LN eps 1e-6 (DeiT).
+        ffn_cfg (dict, optional): channel MLP (default :class:`mmposmlp.PVTMlp`), built with
+            embed_dims / feedforward_channels / ffn_drop and called as ``ffn(x, hw_shape)``
+            (``hw_shape=None`` when a cls token is present).
+        frozen_stages (int): freeze patch embed, cls token and the first ``frozen_stages`` blocks
+            with the PEGs placed before them.
+        norm_eval, with_cp, init_cfg: as usual (Pretrained init raises on missing keys).
+    """
+    arch_zoo = {
+        **dict.fromkeys(['ti', 'tiny', 'deit-tiny', 't'],
+                        dict(embed_dims=192, num_layers=12, num_heads=3, feedforward_channels=768)),
+        **dict.fromkeys(['s', 'small', 'deit-small'],
+                        dict(embed_dims=384, num_layers=12, num_heads=6, feedforward_channels=1536)),
+        **dict.fromkeys(['b', 'base', 'deit-base'],
+                        dict(embed_dims=768, num_layers=12, num_heads=12, feedforward_channels=3072)),
+    }
+    essential_keys = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
+    OUT_TYPES = ('raw', 'cls_token', 'featmap', 'avg_featmap')
+
+    def __init__(self,
+                 arch='tiny',
+                 img_size=224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 peg_positions: Sequence[int] = (0, 1, 2, 3, 4),
+                 peg_cfg: Optional[dict] = None,
+                 with_cls_token: bool = True,
+                 out_type: str = 'cls_token',
+                 final_norm: bool = True,
+                 out_indices=-1,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 qkv_bias: bool = True,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 ffn_cfg: Optional[dict] = None,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        if isinstance(arch, str):
+            if arch.lower() not in self.arch_zoo:
+                raise ValueError(f'unknown CPVT arch {arch!r}; choose one of {sorted(self.arch_zoo)} '
+                                 f'or pass a dict with {self.essential_keys}')
+            arch = self.arch_zoo[arch.lower()]
+        else:
+            missing = set(self.essential_keys) - set(arch)
+            if missing:
+                raise ValueError(f'custom CPVT arch is missing {sorted(missing)}; needs {self.essential_keys}')
+        self.embed_dims = arch['embed_dims']
+        self.num_layers = arch['num_layers']
+        if out_type not in self.OUT_TYPES:
+            raise ValueError(f'unknown out_type {out_type!r}; choose one of {self.OUT_TYPES}')
+        if out_type == 'cls_token' and not with_cls_token:
+            raise ValueError("out_type='cls_token' needs with_cls_token=True (or use out_type='avg_featmap')")
+        self.out_type = out_type
+        self.with_cls_token = with_cls_token
+        self.num_extra_tokens = 1 if with_cls_token else 0
+        self.patch_size = patch_size
+        self.in_channels = in_channels
+        peg_positions = sorted(set(int(p) for p in peg_positions))
+        bad = [p for p in peg_positions if not -1 <= p < self.num_layers]
+        if bad:
+            raise ValueError(f'peg_positions {bad} out of range: use -1 (before block 0) .. '
+                             f'{self.num_layers - 1} (after the last block)')
+        self.peg_positions = peg_positions
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        self.out_indices = sorted(i % self.num_layers for i in out_indices)
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.final_norm = final_norm
+
+        C = self.embed_dims
+        self.patch_embed = nn.Conv2d(in_channels, C, patch_size, patch_size)
+        if with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
+        self.drop_after_pos = nn.Dropout(drop_rate)
+        peg_cfg = dict(peg_cfg or {})
+        self.pegs = ModuleList([PEG(C, **peg_cfg) for _ in peg_positions])
+        self._peg_index = {p: i for i, p in enumerate(peg_positions)}
+        dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
+        self.layers = ModuleList([
+            CPVTBlock(C, arch['num_heads'], arch['feedforward_channels'], qkv_bias, drop_rate,
+                      attn_drop_rate, dpr[i], norm_cfg, ffn_cfg, with_cp)
+            for i in range(self.num_layers)])
+        if final_norm:
+            self.ln1 = build_norm_layer(norm_cfg, C)[1]
+        if out_type == 'avg_featmap':
+            self.ln2 = build_norm_layer(norm_cfg, C)[1]
+        self.out_channels = [C] * len(self.out_indices)
+        self.feature_info = [dict(num_chs=C, reduction=patch_size, module=f'layers.{i}')
+                             for i in self.out_indices]
+        self._freeze_stages()
+
+    def init_weights(self):
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None))
+            return
+        super().init_weights()
+        if self.init_cfg is None:
+            # DeiT/timm init: Linear trunc-normal .02, LN 1/0, cls token trunc-normal .02
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    trunc_normal_init(m, std=.02, bias=0.)
+                elif isinstance(m, (nn.LayerNorm, _BatchNorm)):
+                    constant_init(m, 1., 0.)
+            if self.with_cls_token:
+                nn.init.trunc_normal_(self.cls_token, std=.02)
+
+    def _freeze_stages(self):
+        if self.frozen_stages <= 0:
+            return
+        mods = [self.patch_embed, self.drop_after_pos]
+        mods += [self.layers[i] for i in range(min(self.frozen_stages, self.num_layers))]
+        mods += [self.pegs[i] for p, i in self._peg_index.items() if p < self.frozen_stages]
+        if self.with_cls_token:
+            self.cls_token.requires_grad = False
+        for m in mods:
+            m.eval()
+            for p in m.parameters():
+                p.requires_grad = False
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+    def _peg(self, pos, x, hw):
+        idx = self._peg_index.get(pos)
+        return x if idx is None else self.pegs[idx](x, hw, self.num_extra_tokens)
+
+    def forward(self, x):
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f'CPVT expects (B, {self.in_channels}, H, W) images, got {tuple(x.shape)}')
+        if min(x.shape[2:]) < self.patch_size:
+            raise ValueError(f'input {tuple(x.shape[2:])} is smaller than one {self.patch_size}px patch')
+        B = x.shape[0]
+        x = self.patch_embed(x)
+        hw = (x.shape[2], x.shape[3])
+        x = x.flatten(2).transpose(1, 2)
+        if self.with_cls_token:
+            x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)
+        x = self.drop_after_pos(x)
+        x = self._peg(-1, x, hw)
+        ffn_hw = None if self.with_cls_token else hw
+        outs = []
+        for i, layer in enumerate(self.layers):
+            x = layer(x, ffn_hw)
+            x = self._peg(i, x, hw)
+            if i == self.num_layers - 1 and self.final_norm:
+                x = self.ln1(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, hw))
+        return tuple(outs)
+
+    def _format_output(self, x, hw):
+        if self.out_type == 'raw':
+            return x
+        if self.out_type == 'cls_token':
+            return x[:, 0]
+        patch = x[:, self.num_extra_tokens:]
+        if self.out_type == 'featmap':
+            return patch.transpose(1, 2).reshape(x.shape[0], -1, *hw)
+        return self.ln2(patch.mean(dim=1))

@@ -1,0 +1,431 @@
+"""PVT v1 + PEG (= the official Twins-PCPVT / ``CPVTV2``), CPVT paper Sec. 4.6 and Table 13.
+
+PVT v1 (Wang et al., ICCV 2021, https://arxiv.org/abs/2102.12122) with its absolute position
+embeddings removed and a PEG (:class:`mmposmlp.PEG`) after the first block of every stage
+("position 0 of each stage", CPVT https://arxiv.org/abs/2102.10882 Sec. 4.6), classified with
+GAP. Released official weights: Twins ``pcpvt_{small,base,large}_v0``
+(https://github.com/Meituan-AutoML/Twins), convert them with
+``tools/model_converters/pcpvt2mmposmlp.py``.
+"""
+import math
+import re
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_activation_layer, build_norm_layer
+from mmcv.cnn.bricks import DropPath
+from mmengine.model import BaseModule, ModuleList
+from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_init
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from mmposmlp.models.checkpoints import load_pretrained
+from mmposmlp.models.layers.peg import PEG
+from mmposmlp.registry import MODELS
+
+
+@MODELS.register_module()
+class PVTMlp(BaseModule):
+    """Token MLP ``fc2(drop(act(fc1(x))))`` of PVT/ViT (the default ``ffn_cfg``).
+
+    Contract shared with drop-in channel MLPs such as ``mmposmlp.IMLP``:
+    ``__init__(embed_dims, feedforward_channels, ffn_drop, **cfg)`` and
+    ``forward(x, hw_shape) -> x`` on tokens ``(B, N, C)``, ``N = H * W`` (ViT callers pass
+    ``hw_shape=None`` when a cls token is in the sequence).
+    """
+
+    def __init__(self, embed_dims: int, feedforward_channels: int, ffn_drop: float = 0.,
+                 act_cfg: dict = dict(type='GELU'), init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        self.fc1 = nn.Linear(embed_dims, feedforward_channels)
+        self.act = build_activation_layer(act_cfg)
+        self.fc2 = nn.Linear(feedforward_channels, embed_dims)
+        self.drop = nn.Dropout(ffn_drop)
+
+    def forward(self, x, hw_shape=None):
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+def build_ffn(ffn_cfg: Optional[dict], embed_dims: int, feedforward_channels: int,
+              ffn_drop: float) -> nn.Module:
+    """Build the channel MLP from ``ffn_cfg`` (default :class:`PVTMlp`), passing
+    ``embed_dims``, ``feedforward_channels`` and ``ffn_drop``."""
+    cfg = dict(type=PVTMlp) if ffn_cfg is None else dict(ffn_cfg)
+    cfg.setdefault('embed_dims', embed_dims)
+    cfg.setdefault('feedforward_channels', feedforward_channels)
+    cfg.setdefault('ffn_drop', ffn_drop)
+    if isinstance(cfg['type'], type):
+        typ = cfg.pop('type')
+        return typ(**cfg)
+    return MODELS.build(cfg)
+
+
+class SpatialReductionAttention(BaseModule):
+    """PVT v1 SRA (Eq. 2-3 of the PVT paper): keys/values from an ``sr x sr`` strided conv
+    (floor for non-divisible sizes) + LayerNorm (official eps 1e-5)."""
+
+    def __init__(self, embed_dims, num_heads, qkv_bias=True, qk_scale=None, attn_drop=0.,
+                 proj_drop=0., sr_ratio=1, sr_norm_cfg=dict(type='LN', eps=1e-5)):
+        super().__init__()
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims {embed_dims} must be divisible by num_heads {num_heads}')
+        self.num_heads = num_heads
+        self.scale = qk_scale or (embed_dims // num_heads) ** -0.5
+        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.sr_ratio = sr_ratio
+        if sr_ratio > 1:
+            self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
+            self.norm = build_norm_layer(sr_norm_cfg, embed_dims)[1]
+
+    def forward(self, x, hw_shape):
+        B, N, C = x.shape
+        h = self.num_heads
+        q = self.q(x).reshape(B, N, h, C // h).permute(0, 2, 1, 3)
+        if self.sr_ratio > 1:
+            x_ = x.transpose(1, 2).reshape(B, C, *hw_shape)
+            x_ = self.norm(self.sr(x_).flatten(2).transpose(1, 2))
+        else:
+            x_ = x
+        kv = self.kv(x_).reshape(B, -1, 2, h, C // h).permute(2, 0, 3, 1, 4)
+        k, v = kv[0], kv[1]
+        attn = (q @ k.transpose(-2, -1)) * self.scale
+        attn = self.attn_drop(attn.softmax(dim=-1))
+        x = (attn @ v).transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+class PVTBlock(BaseModule):
+    """Pre-norm PVT v1 block: ``x + DropPath(SRA(LN(x)))``, ``x + DropPath(FFN(LN(x)))``."""
+
+    def __init__(self, embed_dims, num_heads, mlp_ratio, sr_ratio, qkv_bias=True, drop_rate=0.,
+                 attn_drop_rate=0., drop_path_rate=0., norm_cfg=dict(type='LN', eps=1e-6),
+                 sr_norm_cfg=dict(type='LN', eps=1e-5), ffn_cfg=None, with_cp=False):
+        super().__init__()
+        self.with_cp = with_cp
+        self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.attn = SpatialReductionAttention(embed_dims, num_heads, qkv_bias, None, attn_drop_rate,
+                                              drop_rate, sr_ratio, sr_norm_cfg)
+        self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.ffn = build_ffn(ffn_cfg, embed_dims, int(embed_dims * mlp_ratio), drop_rate)
+
+    def forward(self, x, hw_shape):
+        def _inner(x):
+            x = x + self.drop_path(self.attn(self.norm1(x), hw_shape))
+            return x + self.drop_path(self.ffn(self.norm2(x), hw_shape))
+
+        if self.with_cp and x.requires_grad:
+            return cp.checkpoint(_inner, x, use_reentrant=False)
+        return _inner(x)
+
+
+class PatchEmbedFloor(BaseModule):
+    """Strided conv patch embedding (no padding: floor sizes, as the official) + LN."""
+
+    def __init__(self, in_channels, embed_dims, patch_size, norm_cfg=dict(type='LN', eps=1e-5)):
+        super().__init__()
+        self.patch_size = patch_size
+        self.projection = nn.Conv2d(in_channels, embed_dims, patch_size, patch_size)
+        self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+
+    def forward(self, x):
+        x = self.projection(x)
+        hw = (x.shape[2], x.shape[3])
+        return self.norm(x.flatten(2).transpose(1, 2)), hw
+
+
+@MODELS.register_module()
+class PVTPEG(BaseModule):
+    """PVT v1 with PEG instead of absolute position embeddings (CPVT Table 13; = Twins PCPVT).
+
+    Architectures (PVT v1 Table 1 settings; CPVT Table 13; Twins ``pcpvt_*_v0``)::
+
+        arch    | depths        | embed_dims        | heads    | mlp_ratios | sr_ratios | params (cls)
+        tiny    | 2, 2, 2, 2    | 64,128,320,512    | 1,2,5,8  | 8,8,4,4    | 8,4,2,1   | 12.85M
+        small   | 3, 4, 6, 3    |  "                |  "       |  "         |  "        | 24.11M (= PCPVT-S)
+        medium  | 3, 4, 18, 3   |  "                |  "       |  "         |  "        | 43.83M (= PCPVT-B)
+        large   | 3, 8, 27, 3   |  "                |  "       |  "         |  "        | 60.99M (= PCPVT-L)
+
+    Args:
+        arch (str | dict): one of ``arch_zoo`` ('tiny'/'t', 'small'/'s', 'medium'/'m'/'base'/'b',
+            'large'/'l') or a dict with keys depths, embed_dims, num_heads, mlp_ratios, sr_ratios.
+        in_channels (int): input channels. Default 3.
+        patch_sizes (Sequence[int]): patch-embed kernel = stride per stage. Default (4, 2, 2, 2).
+        peg_cfg (dict): extra kwargs of :class:`PEG` (kernel_size, num_layers, conv_type...).
+        peg_after_block (int): index of the block of each stage after which the PEG runs
+            (official: 0, "position 0").
+        out_indices (Sequence[int]): stages whose NCHW outputs are returned. Default (0, 1, 2, 3).
+        norm_after_stage (bool | Sequence[bool]): a LayerNorm (``norm{i}``, eps 1e-6) on the
+            output of stage i. For classification use ``[False, False, False, True]`` (the
+            official final ``norm``) with ``out_indices=(3,)`` and a GlobalAveragePooling neck:
+            the mean over H x W of the NCHW output equals the official token mean.
+        qkv_bias (bool): Default True.
+        drop_rate, attn_drop_rate, drop_path_rate (float): dropout / stochastic depth
+            (linearly increasing over all blocks, as official).
+        norm_cfg (dict): block norms and stage-output norms. Default LN eps 1e-6.
+        embed_norm_cfg (dict): patch-embed norms (official ``nn.LayerNorm`` default eps 1e-5).
+        sr_norm_cfg (dict, optional): spatial-reduction norms; None = ``embed_norm_cfg``
+            (official eps 1e-5; mmpretrain's PCPVT uses its ``norm_cfg``, eps 1e-6).
+        ffn_cfg (dict, optional): channel MLP config (default :class:`PVTMlp`); it is built
+            with ``embed_dims``, ``feedforward_channels=mlp_ratio*C`` and ``ffn_drop=drop_rate``
+            and called as ``ffn(x, (H, W))`` on (B, H*W, C) tokens.
+        frozen_stages (int): stages 0..frozen_stages-1 (patch embed, blocks, PEG, norm) are
+            frozen (eval mode, no grad). -1: none.
+        norm_eval (bool): keep BatchNorm layers (e.g. in a PEG variant) in eval mode.
+        with_cp (bool): gradient checkpointing per block.
+        init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=...)``
+            loads through :func:`convert_pcpvt` (accepts official Twins, timm, mmpretrain and
+            mmposmlp layouts) and raises if a backbone key is missing.
+    """
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny'], dict(depths=[2, 2, 2, 2])),
+        **dict.fromkeys(['s', 'small'], dict(depths=[3, 4, 6, 3])),
+        **dict.fromkeys(['m', 'medium', 'b', 'base'], dict(depths=[3, 4, 18, 3])),
+        **dict.fromkeys(['l', 'large'], dict(depths=[3, 8, 27, 3])),
+    }
+    _common = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4],
+                   sr_ratios=[8, 4, 2, 1])
+    essential_keys = ('depths', 'embed_dims', 'num_heads', 'mlp_ratios', 'sr_ratios')
+
+    def __init__(self,
+                 arch='small',
+                 in_channels: int = 3,
+                 patch_sizes: Sequence[int] = (4, 2, 2, 2),
+                 peg_cfg: Optional[dict] = None,
+                 peg_after_block: int = 0,
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 norm_after_stage=False,
+                 qkv_bias: bool = True,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 embed_norm_cfg: dict = dict(type='LN', eps=1e-5),
+                 sr_norm_cfg: Optional[dict] = None,
+                 ffn_cfg: Optional[dict] = None,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        if isinstance(arch, str):
+            if arch.lower() not in self.arch_zoo:
+                raise ValueError(f'unknown PVTPEG arch {arch!r}; choose one of '
+                                 f'{sorted(set(self.arch_zoo))} or pass a dict with {self.essential_keys}')
+            arch = {**self._common, **self.arch_zoo[arch.lower()]}
+        else:
+            missing = set(self.essential_keys) - set(arch)
+            if missing:
+                raise ValueError(f'custom PVTPEG arch is missing {sorted(missing)}; needs {self.essential_keys}')
+        self.depths = list(arch['depths'])
+        self.embed_dims = list(arch['embed_dims'])
+        self.num_heads = list(arch['num_heads'])
+        self.mlp_ratios = list(arch['mlp_ratios'])
+        self.sr_ratios = list(arch['sr_ratios'])
+        self.num_stages = len(self.depths)
+        for k in self.essential_keys:
+            if len(arch[k]) != self.num_stages:
+                raise ValueError(f'arch[{k!r}] has {len(arch[k])} entries, expected {self.num_stages}')
+        if len(patch_sizes) != self.num_stages:
+            raise ValueError(f'patch_sizes needs {self.num_stages} entries, got {patch_sizes}')
+        self.patch_sizes = list(patch_sizes)
+        self.in_channels = in_channels
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        out_indices = [i % self.num_stages for i in out_indices]
+        self.out_indices = sorted(out_indices)
+        if isinstance(norm_after_stage, bool):
+            norm_after_stage = [norm_after_stage] * self.num_stages
+        if len(norm_after_stage) != self.num_stages:
+            raise ValueError(f'norm_after_stage needs {self.num_stages} entries, got {norm_after_stage}')
+        self.norm_after_stage = list(norm_after_stage)
+        if not 0 <= peg_after_block < min(self.depths):
+            raise ValueError(f'peg_after_block={peg_after_block} must index a block of every stage '
+                             f'(depths {self.depths})')
+        self.peg_after_block = peg_after_block
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.with_cp = with_cp
+        # total stride required so that every strided conv (patch embeds, SR) sees >= 1 pixel
+        self.min_input_size = 1
+        stride = 1
+        for i in range(self.num_stages):
+            stride *= self.patch_sizes[i]
+            self.min_input_size = max(self.min_input_size, stride * self.sr_ratios[i])
+
+        peg_cfg = dict(peg_cfg or {})
+        sr_norm_cfg = embed_norm_cfg if sr_norm_cfg is None else sr_norm_cfg
+        dpr = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()
+        self.patch_embeds = ModuleList()
+        self.stages = ModuleList()
+        self.pegs = ModuleList()
+        cur = 0
+        prev = in_channels
+        for i in range(self.num_stages):
+            C = self.embed_dims[i]
+            self.patch_embeds.append(PatchEmbedFloor(prev, C, self.patch_sizes[i], embed_norm_cfg))
+            self.stages.append(ModuleList([
+                PVTBlock(C, self.num_heads[i], self.mlp_ratios[i], self.sr_ratios[i], qkv_bias, drop_rate,
+                         attn_drop_rate, dpr[cur + j], norm_cfg, sr_norm_cfg, ffn_cfg, with_cp)
+                for j in range(self.depths[i])]))
+            self.pegs.append(PEG(C, **peg_cfg))
+            if self.norm_after_stage[i]:
+                self.add_module(f'norm{i}', build_norm_layer(norm_cfg, C)[1])
+            cur += self.depths[i]
+            prev = C
+        self.pos_drop = nn.Dropout(drop_rate)
+        self.out_channels = [self.embed_dims[i] for i in self.out_indices]
+        red = []
+        s = 1
+        for p in self.patch_sizes:
+            s *= p
+            red.append(s)
+        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=red[i], module=f'stages.{i}')
+                             for i in self.out_indices]
+        self._freeze_stages()
+
+    # ------------------------------------------------------------------ init / loading
+    def init_weights(self):
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
+                            converter=convert_pcpvt)
+            return
+        super().init_weights()
+        if self.init_cfg is None:
+            # official Twins/PVT init: Linear trunc-normal .02, LN 1/0, conv N(0, sqrt(2/fan_out))
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    trunc_normal_init(m, std=.02, bias=0.)
+                elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, _BatchNorm)):
+                    constant_init(m, 1., 0.)
+                elif isinstance(m, nn.Conv2d):
+                    fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
+                    normal_init(m, 0, math.sqrt(2.0 / fan_out), bias=0.)
+
+    # ------------------------------------------------------------------ train helpers
+    def _freeze_stages(self):
+        for i in range(min(self.frozen_stages, self.num_stages)):
+            mods = [self.patch_embeds[i], self.stages[i], self.pegs[i]]
+            if self.norm_after_stage[i]:
+                mods.append(getattr(self, f'norm{i}'))
+            for m in mods:
+                m.eval()
+                for p in m.parameters():
+                    p.requires_grad = False
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, x):
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f'PVTPEG expects (B, {self.in_channels}, H, W) images, got {tuple(x.shape)}')
+        if min(x.shape[2:]) < self.min_input_size:
+            raise ValueError(f'input {tuple(x.shape[2:])} is too small for PVTPEG: every side must be '
+                             f'>= {self.min_input_size} (total patch stride x spatial-reduction ratio)')
+        outs = []
+        B = x.shape[0]
+        for i in range(self.num_stages):
+            x, hw = self.patch_embeds[i](x)
+            x = self.pos_drop(x)
+            for j, blk in enumerate(self.stages[i]):
+                x = blk(x, hw)
+                if j == self.peg_after_block:
+                    x = self.pegs[i](x, hw)
+            if self.norm_after_stage[i]:
+                x = getattr(self, f'norm{i}')(x)
+            x = x.transpose(1, 2).reshape(B, self.embed_dims[i], *hw)
+            if i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)
+
+
+# ---------------------------------------------------------------------- checkpoint conversion
+def _official_key(k: str) -> Optional[str]:
+    """Official Twins ``CPVTV2`` / timm ``twins`` key -> PVTPEG key (None: not a backbone key)."""
+    m = re.match(r'patch_embeds\.(\d+)\.proj\.(.*)', k)
+    if m:
+        return f'patch_embeds.{m[1]}.projection.{m[2]}'
+    if re.match(r'patch_embeds\.\d+\.norm\.', k):
+        return k
+    m = re.match(r'blocks\.(\d+)\.(\d+)\.(.*)', k)
+    if m:
+        rest = m[3].replace('mlp.fc1.', 'ffn.fc1.').replace('mlp.fc2.', 'ffn.fc2.')
+        return f'stages.{m[1]}.{m[2]}.{rest}'
+    m = re.match(r'pos_block\.(\d+)\.(.*)', k)
+    if m:
+        return f'pegs.{m[1]}.{m[2]}'
+    if k.startswith('norm.'):
+        return 'norm3.' + k[5:]
+    return None
+
+
+def _mmpretrain_key(k: str) -> Optional[str]:
+    """mmpretrain ``PCPVT`` key (without 'backbone.') -> PVTPEG key."""
+    if k.startswith('patch_embeds.'):
+        return k
+    m = re.match(r'position_encodings\.(\d+)\.proj\.(weight|bias)', k)
+    if m:
+        return f'pegs.{m[1]}.proj.0.{m[2]}'
+    m = re.match(r'stages\.(\d+)\.(\d+)\.(.*)', k)
+    if m:
+        rest = m[3].replace('ffn.layers.0.0.', 'ffn.fc1.').replace('ffn.layers.1.', 'ffn.fc2.')
+        return f'stages.{m[1]}.{m[2]}.{rest}'
+    m = re.match(r'norm_after_stage(\d+)\.(.*)', k)
+    if m:
+        return f'norm{m[1]}.{m[2]}'
+    return None
+
+
+def detect_pcpvt_layout(state: Dict[str, torch.Tensor]) -> str:
+    """'official' (Twins/timm), 'mmpretrain' or 'mmposmlp' for a backbone-level state dict."""
+    keys = list(state)
+    if any(k.startswith(('blocks.', 'pos_block.')) for k in keys):
+        return 'official'
+    if any(k.startswith(('position_encodings.', 'norm_after_stage')) or '.ffn.layers.' in k for k in keys):
+        return 'mmpretrain'
+    if any(k.startswith(('pegs.', 'stages.')) for k in keys):
+        return 'mmposmlp'
+    raise ValueError('checkpoint is neither an official Twins/timm PCPVT, an mmpretrain PCPVT nor an '
+                     f'mmposmlp PVTPEG state dict (first keys: {keys[:5]})')
+
+
+def convert_pcpvt(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Backbone-level key conversion to :class:`PVTPEG` (head keys are dropped).
+
+    Accepts official Twins ``CPVTV2`` / timm ``twins`` keys (``blocks.i.j``, ``pos_block.i.proj.0``,
+    ``patch_embeds.i.proj``, final ``norm``), mmpretrain ``PCPVT`` keys (``stages.i.j``,
+    ``position_encodings.i.proj``, ``ffn.layers.0.0``/``ffn.layers.1``, ``norm_after_stage{i}``)
+    and our own keys (returned unchanged).
+    """
+    layout = detect_pcpvt_layout(state)
+    if layout == 'mmposmlp':
+        return dict(state)
+    fn = _official_key if layout == 'official' else _mmpretrain_key
+    out = {}
+    for k, v in state.items():
+        nk = fn(k)
+        if nk is not None:
+            out[nk] = v
+    return out
+
+
+def convert_pcpvt_head(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Classifier weights as mmpretrain ``LinearClsHead`` keys (``fc.weight``/``fc.bias``)."""
+    out = {}
+    for k, v in state.items():
+        m = re.match(r'head\.(?:fc\.)?(weight|bias)$', k)
+        if m:
+            out[f'fc.{m[1]}'] = v
+    return out

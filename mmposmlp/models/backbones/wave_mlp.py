@@ -1,0 +1,378 @@
+"""Wave-MLP backbone (Tang et al., CVPR 2022, https://arxiv.org/abs/2111.12294).
+
+Re-implemented from the paper and checked against the official model
+(huawei-noah/Efficient-AI-Backbones ``wavemlp_pytorch/models/wavemlp.py``) through the official
+test vectors. ``convert_official_wavemlp`` maps official (timm-style) checkpoints to our keys.
+"""
+import copy
+import re
+from typing import Dict, Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks import DropPath
+from mmengine.logging import print_log
+from mmengine.model import BaseModule
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from mmposmlp.registry import MODELS
+from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN  # noqa: F401  (registers WaveMLPFFN)
+
+BN = dict(type='BN')
+GN1 = dict(type='GN', num_groups=1)  # official ``MyNorm`` = nn.GroupNorm(1, C), eps 1e-5
+
+
+class WaveMLPConvEmbed(nn.Module):
+    """Strided conv + optional norm: the stem (7x7/4, pad 2) and the downsamples (3x3/2, pad 1)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding,
+                 norm_cfg: Optional[dict]):
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding)
+        self.norm = build_norm_layer(norm_cfg, out_channels)[1] if norm_cfg else nn.Identity()
+
+    def forward(self, x):
+        return self.norm(self.proj(x))
+
+
+class WaveBlock(BaseModule):
+    """``x + DropPath(PATM(norm1(x)))`` then ``x + DropPath(FFN(norm2(x)))`` (Fig. 2)."""
+
+    def __init__(self, embed_dims, mlp_ratio, norm_cfg, phase_mode='fc', window_size=7,
+                 phase_norm_cfg=BN, ffn_cfg=None, drop_rate=0., drop_path_rate=0.,
+                 with_cp=False, init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        self.with_cp = with_cp
+        self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.token_mixer = PATM(embed_dims, phase_mode=phase_mode, window_size=window_size,
+                                phase_norm_cfg=phase_norm_cfg, proj_drop=drop_rate)
+        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.ffn = build_ffn(ffn_cfg, embed_dims, mlp_ratio)
+        self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+
+    def _inner_forward(self, x):
+        x = x + self.drop_path(self.token_mixer(self.norm1(x)))
+        return x + self.drop_path(self.ffn(self.norm2(x)))
+
+    def forward(self, x):
+        if self.with_cp and x.requires_grad:
+            return cp.checkpoint(self._inner_forward, x, use_reentrant=False)
+        return self._inner_forward(x)
+
+
+def build_ffn(ffn_cfg: Optional[dict], embed_dims: int, mlp_ratio: float) -> nn.Module:
+    """Build the channel MLP from ``ffn_cfg``.
+
+    The backbone passes ``embed_dims=C`` and ``feedforward_channels=int(C * mlp_ratio)``
+    (the official hidden width); every other kwarg (``drop``, ``act_cfg``, ...) comes from
+    ``ffn_cfg`` itself, and keys given in ``ffn_cfg`` win. The module is called as
+    ``ffn(x)`` on NCHW maps, i.e. ``forward(x, hw_shape=None)`` must accept NCHW (the contract
+    of ``mmposmlp.WaveMLPFFN`` and ``mmposmlp.IMLP``).
+    """
+    cfg = dict(type='mmposmlp.WaveMLPFFN') if ffn_cfg is None else copy.deepcopy(dict(ffn_cfg))
+    cfg.setdefault('embed_dims', embed_dims)
+    cfg.setdefault('feedforward_channels', int(embed_dims * mlp_ratio))
+    return MODELS.build(cfg)
+
+
+@MODELS.register_module()
+class WaveMLP(BaseModule):
+    """Wave-MLP backbone (`An Image Patch is a Wave <https://arxiv.org/abs/2111.12294>`_).
+
+    Archs (paper Table 2/8 and the official model definitions; T* = ``'t-dw'``):
+
+    ======  ===========  ==================  ==========  =============  ==========  =========  ========
+    arch    depths       embed_dims          mlp_ratios  norm           stem/ds norm phase      params*
+    ======  ===========  ==================  ==========  =============  ==========  =========  ========
+    t-dw    2,2,4,2      64,128,320,512      4,4,4,4     BN             yes          depthwise  15.29M
+    t       2,2,4,2      64,128,320,512      4,4,4,4     BN             yes          fc         17.19M
+    s       2,3,10,3     64,128,320,512      4,4,4,4     GN(1, C)       yes          fc         30.71M
+    m       3,4,18,3     64,128,320,512      8,8,4,4     GN(1, C)       no           fc         44.06M
+    b       2,2,18,2     96,192,384,768      4,4,4,4     GN(1, C)       no           fc         63.59M
+    ======  ===========  ==================  ==========  =============  ==========  =========  ========
+
+    (* with the 1000-class linear head.) The phase-estimation norm is BatchNorm in every arch.
+
+    Args:
+        arch (str | dict): a name above (aliases ``tiny-dw``, ``tiny``, ``small``, ``medium``,
+            ``base``) or a dict with ``depths``, ``embed_dims``, ``mlp_ratios`` and optionally
+            ``norm_cfg`` (default BN), ``stem_norm`` (default True; the official ``ds_use_norm``)
+            and ``phase_mode`` (``'fc'`` default or ``'depthwise'``).
+        in_channels (int): input channels. Defaults to 3.
+        window_size (int): token-FC window (paper Table 7). Defaults to 7.
+        out_indices (Sequence[int]): stages whose outputs are returned, each through an output
+            norm ``norm{i}`` of the arch's norm type (official ``fork_feat`` norms). For
+            classification use ``(3,)``: ``norm3`` is the official final ``norm``.
+        phase_mode (str, optional): overrides the arch's phase estimation (``'fc'`` or
+            ``'depthwise'``). The detector/segmentor sizes of paper Tables 3-4 match
+            ``'depthwise'`` at every size (see configs/wavemlp/README.md).
+        norm_cfg (dict, optional): overrides the arch's norm (e.g. SyncBN for dense training).
+        phase_norm_cfg (dict): norm of the phase estimation. Defaults to BN.
+        ffn_cfg (dict, optional): channel MLP, built with ``embed_dims``/``feedforward_channels``
+            (see :func:`build_ffn`). Defaults to ``mmposmlp.WaveMLPFFN`` (official ``Mlp``).
+        drop_rate (float): dropout after each PATM projection.
+        drop_path_rate (float): stochastic depth, linearly increasing over all blocks.
+        frozen_stages (int): 0 freezes nothing; ``k`` freezes the stem, the first ``k`` stages,
+            the downsamples between them and their output norms.
+        norm_eval (bool): keep every BatchNorm in eval mode during training.
+        with_cp (bool): gradient checkpointing per block.
+        init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=None)``
+            loads converted (or official) weights through ``mmposmlp.models.load_pretrained``,
+            failing on any missing backbone key except new output norms ``norm0-2``.
+    """
+
+    arch_zoo = {
+        **dict.fromkeys(['t-dw', 'tiny-dw'], dict(
+            depths=[2, 2, 4, 2], embed_dims=[64, 128, 320, 512], mlp_ratios=[4, 4, 4, 4],
+            norm_cfg=BN, stem_norm=True, phase_mode='depthwise')),
+        **dict.fromkeys(['t', 'tiny'], dict(
+            depths=[2, 2, 4, 2], embed_dims=[64, 128, 320, 512], mlp_ratios=[4, 4, 4, 4],
+            norm_cfg=BN, stem_norm=True, phase_mode='fc')),
+        **dict.fromkeys(['s', 'small'], dict(
+            depths=[2, 3, 10, 3], embed_dims=[64, 128, 320, 512], mlp_ratios=[4, 4, 4, 4],
+            norm_cfg=GN1, stem_norm=True, phase_mode='fc')),
+        **dict.fromkeys(['m', 'medium'], dict(
+            depths=[3, 4, 18, 3], embed_dims=[64, 128, 320, 512], mlp_ratios=[8, 8, 4, 4],
+            norm_cfg=GN1, stem_norm=False, phase_mode='fc')),
+        **dict.fromkeys(['b', 'base'], dict(
+            depths=[2, 2, 18, 2], embed_dims=[96, 192, 384, 768], mlp_ratios=[4, 4, 4, 4],
+            norm_cfg=GN1, stem_norm=False, phase_mode='fc')),
+    }
+    num_stages = 4
+
+    def __init__(self,
+                 arch: Union[str, dict] = 't',
+                 in_channels: int = 3,
+                 window_size: int = 7,
+                 out_indices: Sequence[int] = (3,),
+                 phase_mode: Optional[str] = None,
+                 norm_cfg: Optional[dict] = None,
+                 phase_norm_cfg: dict = BN,
+                 ffn_cfg: Optional[dict] = None,
+                 drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 frozen_stages: int = 0,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 init_cfg: Optional[dict] = None):
+        super().__init__(init_cfg=init_cfg)
+        arch = self._parse_arch(arch)
+        self.arch_settings = arch
+        self.depths = list(arch['depths'])
+        self.embed_dims = list(arch['embed_dims'])
+        self.mlp_ratios = list(arch['mlp_ratios'])
+        self.phase_mode = phase_mode or arch.get('phase_mode', 'fc')
+        if self.phase_mode not in PHASE_MODES:
+            raise ValueError(f'phase_mode must be one of {PHASE_MODES}, got {self.phase_mode!r}')
+        self.norm_cfg = copy.deepcopy(norm_cfg or arch.get('norm_cfg', BN))
+        stem_norm_cfg = self.norm_cfg if arch.get('stem_norm', True) else None
+        self.in_channels = in_channels
+        self.window_size = window_size
+
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        out_indices = [i + self.num_stages if i < 0 else i for i in out_indices]
+        for i in out_indices:
+            if not 0 <= i < self.num_stages:
+                raise ValueError(f'out_indices must be in [0, {self.num_stages}), got {i}')
+        self.out_indices = sorted(set(out_indices))
+        if not 0 <= frozen_stages <= self.num_stages:
+            raise ValueError(f'frozen_stages must be in [0, {self.num_stages}], got {frozen_stages}')
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+
+        # stem: hard-wired 7x7 stride-4 pad-2 conv (official PatchEmbedOverlapping)
+        self.patch_embed = WaveMLPConvEmbed(in_channels, self.embed_dims[0], 7, 4, 2,
+                                            stem_norm_cfg)
+        total = sum(self.depths)
+        dpr = [drop_path_rate * k / (total - 1) if total > 1 else 0. for k in range(total)]
+        self.stages = nn.ModuleList()
+        self.downsamples = nn.ModuleList()
+        k = 0
+        for i, (depth, dims, ratio) in enumerate(zip(self.depths, self.embed_dims,
+                                                     self.mlp_ratios)):
+            if i > 0:
+                self.downsamples.append(WaveMLPConvEmbed(self.embed_dims[i - 1], dims, 3, 2, 1,
+                                                         stem_norm_cfg))
+            self.stages.append(nn.Sequential(*[
+                WaveBlock(dims, ratio, self.norm_cfg, phase_mode=self.phase_mode,
+                          window_size=window_size, phase_norm_cfg=phase_norm_cfg,
+                          ffn_cfg=ffn_cfg, drop_rate=drop_rate, drop_path_rate=dpr[k + j],
+                          with_cp=with_cp) for j in range(depth)
+            ]))
+            k += depth
+        for i in self.out_indices:
+            self.add_module(f'norm{i}', build_norm_layer(self.norm_cfg, self.embed_dims[i])[1])
+        self.out_channels = [self.embed_dims[i] for i in self.out_indices]
+        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=4 * 2**i,
+                                  module=f'stages.{i}') for i in self.out_indices]
+        self._freeze_stages()
+
+    def _parse_arch(self, arch) -> dict:
+        if isinstance(arch, str):
+            key = arch.lower()
+            if key not in self.arch_zoo:
+                raise ValueError(f'unknown Wave-MLP arch {arch!r}; choose one of '
+                                 f'{sorted(self.arch_zoo)} or pass a dict with depths, '
+                                 'embed_dims and mlp_ratios')
+            return copy.deepcopy(self.arch_zoo[key])
+        if not isinstance(arch, dict):
+            raise TypeError(f'arch must be a str or dict, got {type(arch).__name__}')
+        required = {'depths', 'embed_dims', 'mlp_ratios'}
+        missing = required - set(arch)
+        if missing:
+            raise ValueError(f'custom arch dict is missing {sorted(missing)} '
+                             f'(needs {sorted(required)})')
+        unknown = set(arch) - required - {'norm_cfg', 'stem_norm', 'phase_mode'}
+        if unknown:
+            raise ValueError(f'custom arch dict has unknown keys {sorted(unknown)}; allowed: '
+                             'depths, embed_dims, mlp_ratios, norm_cfg, stem_norm, phase_mode')
+        for key in required:
+            if len(arch[key]) != self.num_stages:
+                raise ValueError(f'arch[{key!r}] needs {self.num_stages} entries, got {arch[key]}')
+        if arch.get('phase_mode', 'fc') not in PHASE_MODES:
+            raise ValueError(f"arch['phase_mode'] must be one of {PHASE_MODES}, "
+                             f"got {arch['phase_mode']!r}")
+        return copy.deepcopy(dict(arch))
+
+    # ------------------------------------------------------------------ forward
+    def forward_stages(self, x: torch.Tensor):
+        """Raw outputs of the 4 stages (after their blocks, before the next downsample and
+        without output norms): the official ``network[0/2/4/6]`` features."""
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f'WaveMLP expects an (N, {self.in_channels}, H, W) tensor, got '
+                             f'{tuple(x.shape)}')
+        if x.shape[2] < 3 or x.shape[3] < 3:
+            raise ValueError(f'input {tuple(x.shape[2:])} is too small: the 7x7 stride-4 stem '
+                             'with padding 2 needs H, W >= 3')
+        x = self.patch_embed(x)
+        outs = []
+        for i, stage in enumerate(self.stages):
+            if i > 0:
+                x = self.downsamples[i - 1](x)
+            x = stage(x)
+            outs.append(x)
+        return outs
+
+    def forward(self, x: torch.Tensor):
+        feats = self.forward_stages(x)
+        return tuple(getattr(self, f'norm{i}')(feats[i]) for i in self.out_indices)
+
+    # ------------------------------------------------------------------ train utils
+    def _freeze_stages(self):
+        if self.frozen_stages <= 0:
+            return
+        modules = [self.patch_embed]
+        for i in range(self.frozen_stages):
+            if i > 0:
+                modules.append(self.downsamples[i - 1])
+            modules.append(self.stages[i])
+            if i in self.out_indices:
+                modules.append(getattr(self, f'norm{i}'))
+        for m in modules:
+            m.eval()
+            for p in m.parameters():
+                p.requires_grad = False
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+    # ------------------------------------------------------------------ weights
+    def init_weights(self):
+        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
+            from ..checkpoints import load_pretrained
+            allowed_missing = [f'norm{i}.*' for i in self.out_indices if i != 3]
+            load_pretrained(self, self.init_cfg['checkpoint'],
+                            prefix=self.init_cfg.get('prefix'),
+                            converter=_maybe_convert_official,
+                            allowed_missing=allowed_missing,
+                            prefer_ema=self.init_cfg.get('prefer_ema', False))
+            self._is_init = True
+            return
+        super().init_weights()
+
+
+# ---------------------------------------------------------------------- official checkpoints
+_BLOCK_KEYS = [
+    ('attn.fc_h.', 'token_mixer.amplitude_h.'),
+    ('attn.fc_w.', 'token_mixer.amplitude_w.'),
+    ('attn.fc_c.', 'token_mixer.channel_fc.'),
+    ('attn.tfc_h.', 'token_mixer.token_fc_h.'),
+    ('attn.tfc_w.', 'token_mixer.token_fc_w.'),
+    ('attn.theta_h_conv.0.', 'token_mixer.phase_h.conv.'),
+    ('attn.theta_h_conv.1.', 'token_mixer.phase_h.norm.'),
+    ('attn.theta_w_conv.0.', 'token_mixer.phase_w.conv.'),
+    ('attn.theta_w_conv.1.', 'token_mixer.phase_w.norm.'),
+    ('attn.reweight.fc1.', 'token_mixer.reweight.fc1.'),
+    ('attn.reweight.fc2.', 'token_mixer.reweight.fc2.'),
+    ('attn.proj.', 'token_mixer.proj.'),
+    ('norm1.', 'norm1.'),
+    ('norm2.', 'norm2.'),
+    ('mlp.fc1.', 'ffn.fc1.'),
+    ('mlp.fc2.', 'ffn.fc2.'),
+]
+
+
+def is_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> bool:
+    """True for official (timm ``WaveNet``) key names."""
+    return any(k.startswith(('network.', 'module.network.')) for k in state_dict)
+
+
+def convert_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Official ``WaveNet`` state dict -> mmpretrain ``ImageClassifier`` keys of ours.
+
+    Returns keys ``backbone.*`` (for ``WaveMLP(out_indices=(3,))``; the official final ``norm``
+    becomes ``backbone.norm3``) and ``head.fc.*`` (``LinearClsHead``). Official dense-prediction
+    keys ``norm0/2/4/6`` (``fork_feat``) map to ``backbone.norm0-3``. Unknown keys raise.
+    """
+    out = {}
+    for key, value in state_dict.items():
+        k = key[7:] if key.startswith('module.') else key
+        new = None
+        if k.startswith('patch_embed.'):
+            new = 'backbone.' + k
+        elif k.startswith('head.'):
+            new = 'head.fc.' + k[len('head.'):]
+        elif k.startswith('norm.'):
+            new = 'backbone.norm3.' + k[len('norm.'):]
+        elif re.match(r'norm[0246]\.', k):
+            new = f'backbone.norm{int(k[4]) // 2}.' + k[6:]
+        else:
+            m = re.match(r'network\.(\d+)\.(.*)', k)
+            if m:
+                idx, rest = int(m.group(1)), m.group(2)
+                if idx % 2 == 1:  # Downsample: proj / norm
+                    if rest.startswith(('proj.', 'norm.')):
+                        new = f'backbone.downsamples.{idx // 2}.{rest}'
+                else:
+                    mb = re.match(r'(\d+)\.(.*)', rest)
+                    if mb:
+                        for old_p, new_p in _BLOCK_KEYS:
+                            if mb.group(2).startswith(old_p):
+                                new = (f'backbone.stages.{idx // 2}.{mb.group(1)}.' + new_p
+                                       + mb.group(2)[len(old_p):])
+                                break
+        if new is None:
+            raise KeyError(f'unexpected key {key!r} in an official Wave-MLP checkpoint: is this '
+                           'a WaveNet (wavemlp_pytorch/models/wavemlp.py) state dict?')
+        out[new] = value
+    return out
+
+
+def _maybe_convert_official(state_dict):
+    """Converter for ``init_cfg`` loading: official keys are converted, ours pass through;
+    the result is stripped to backbone keys when it has ``backbone.`` keys."""
+    if is_official_wavemlp(state_dict):
+        print_log('WaveMLP: converting official Wave-MLP keys', logger='current')
+        state_dict = convert_official_wavemlp(state_dict)
+    if any(k.startswith('backbone.') for k in state_dict):
+        state_dict = {k[9:]: v for k, v in state_dict.items() if k.startswith('backbone.')}
+    return state_dict

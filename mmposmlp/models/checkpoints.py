@@ -1,0 +1,115 @@
+"""Loading pretrained/official weights loudly (issue 2/3: nothing half-loaded passes silently).
+
+Shared by every backbone's ``init_weights`` and by ``tools/model_converters``.
+"""
+import fnmatch
+import os.path as osp
+from typing import Callable, Dict, Iterable, Optional
+
+import torch
+from mmengine.logging import MMLogger, print_log
+
+from mmposmlp.utils.compat import safe_torch_load
+
+STATE_DICT_KEYS = ('state_dict_ema', 'model_ema', 'state_dict', 'model', 'module')
+
+
+class CheckpointMismatchError(RuntimeError):
+    """Raised when a checkpoint does not contain the weights a model needs."""
+
+
+def extract_state_dict(ckpt, prefer_ema: bool = False) -> Dict[str, torch.Tensor]:
+    """Unwrap ``{'state_dict': ...}``, timm's ``state_dict_ema``, DeiT's ``model``, etc.
+
+    ``prefer_ema`` picks the EMA weights when both are present (the official PosMLP
+    release evaluates the EMA model).
+    """
+    if not isinstance(ckpt, dict):
+        raise CheckpointMismatchError(f'expected a dict checkpoint, got {type(ckpt).__name__}')
+    keys = STATE_DICT_KEYS if prefer_ema else ('state_dict', 'model', 'module', 'state_dict_ema', 'model_ema')
+    for k in keys:
+        if k in ckpt and isinstance(ckpt[k], dict):
+            return dict(ckpt[k])
+    if all(isinstance(v, torch.Tensor) for v in ckpt.values()):
+        return dict(ckpt)
+    raise CheckpointMismatchError(f'no state dict found in checkpoint (top-level keys: {sorted(ckpt)[:10]})')
+
+
+def load_checkpoint_file(path: str, prefer_ema: bool = False) -> Dict[str, torch.Tensor]:
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'checkpoint {path!r} does not exist: download/convert it first '
+                                '(see the family README, tools/model_converters/).')
+    state = extract_state_dict(safe_torch_load(path), prefer_ema=prefer_ema)
+    return {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
+
+
+def strip_prefix(state: Dict[str, torch.Tensor], prefix: Optional[str]) -> Dict[str, torch.Tensor]:
+    """Keep keys under ``prefix`` (e.g. 'backbone.') without it. ``prefix=None``: auto.
+
+    Auto mode strips 'backbone.' when any key has it (a whole-detector/classifier checkpoint).
+    """
+    if prefix is None:
+        prefix = 'backbone.' if any(k.startswith('backbone.') for k in state) else ''
+    if not prefix:
+        return dict(state)
+    out = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    if not out:
+        raise CheckpointMismatchError(f'no key of the checkpoint starts with {prefix!r}')
+    return out
+
+
+def load_state_dict_checked(module: torch.nn.Module,
+                            state: Dict[str, torch.Tensor],
+                            allowed_missing: Iterable[str] = (),
+                            allowed_unexpected: Iterable[str] = ('*',),
+                            source: str = 'checkpoint',
+                            logger: Optional[MMLogger] = None):
+    """``load_state_dict(strict=False)`` that reports and checks the mismatch.
+
+    Args:
+        allowed_missing: fnmatch patterns of module keys that may be absent (newly added
+            layers such as dense-prediction output norms). Any other missing key raises.
+        allowed_unexpected: patterns of checkpoint keys that may be ignored (default: any,
+            e.g. a classification head when loading into a detector backbone).
+    Returns:
+        The ``_IncompatibleKeys`` of ``load_state_dict``.
+    """
+    allowed_missing = tuple(allowed_missing)
+    allowed_unexpected = tuple(allowed_unexpected)
+    own = module.state_dict()
+    shape_errors = [f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
+                    for k, v in state.items() if k in own and own[k].shape != v.shape]
+    if shape_errors:
+        raise CheckpointMismatchError(
+            f'{source} does not fit {type(module).__name__} (wrong arch or channels?); shape mismatches:\n  '
+            + '\n  '.join(shape_errors[:20]))
+    result = module.load_state_dict(state, strict=False)
+    missing = [k for k in result.missing_keys
+               if not any(fnmatch.fnmatchcase(k, p) for p in allowed_missing)]
+    unexpected = [k for k in result.unexpected_keys
+                  if not any(fnmatch.fnmatchcase(k, p) for p in allowed_unexpected)]
+    msg = (f'loaded {source} into {type(module).__name__}: {len(state) - len(result.unexpected_keys)} keys '
+           f'loaded, missing {len(result.missing_keys)} {result.missing_keys[:8]}'
+           f'{"..." if len(result.missing_keys) > 8 else ""}, unexpected {len(result.unexpected_keys)} '
+           f'{result.unexpected_keys[:8]}{"..." if len(result.unexpected_keys) > 8 else ""}')
+    print_log(msg, logger=logger or 'current')
+    if missing or unexpected:
+        raise CheckpointMismatchError(
+            f'{source} is missing {len(missing)} weights of {type(module).__name__} '
+            f'(e.g. {missing[:5]}) and has {len(unexpected)} unexpected keys (e.g. {unexpected[:5]}). '
+            'Convert official checkpoints with tools/model_converters/ first, and check that `arch` '
+            'matches the checkpoint.')
+    return result
+
+
+def load_pretrained(module: torch.nn.Module, checkpoint: str, prefix: Optional[str] = None,
+                    converter: Optional[Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]] = None,
+                    allowed_missing: Iterable[str] = (), allowed_unexpected: Iterable[str] = ('*',),
+                    prefer_ema: bool = False, logger=None):
+    """Load ``checkpoint`` (path) into ``module`` with prefix stripping and an optional
+    official->ours ``converter``; raises :class:`CheckpointMismatchError` on missing keys."""
+    state = strip_prefix(load_checkpoint_file(checkpoint, prefer_ema=prefer_ema), prefix)
+    if converter is not None:
+        state = converter(state)
+    return load_state_dict_checked(module, state, allowed_missing, allowed_unexpected,
+                                   source=checkpoint, logger=logger)

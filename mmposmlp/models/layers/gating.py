@@ -1,0 +1,121 @@
+"""Positional gating units: PoSGU (image), PoTGU / PoSTGU (video) and gMLP's SGU.
+
+``Z = (P X1 + b) * X2`` (PosMLP Eq. 9-14): the input is split into ``X1`` (first half of the
+channels) and ``X2`` (second half); ``X1`` is mixed across the tokens of a window by a
+positional matrix ``P`` per channel group, a per-position bias ``b`` is added, and the
+result gates ``X2``. Channel ``c`` of ``X1`` belongs to group ``c mod G`` (interleaved, as in
+the official code). The same unit serves spatial (2D window), temporal (1D) and joint
+spatio-temporal (3D) mixing: only ``window`` changes.
+"""
+import math
+from typing import Optional, Sequence
+
+import torch
+import torch.nn as nn
+from mmcv.cnn import build_norm_layer
+
+from mmposmlp.registry import MODELS
+from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
+                                resize_grid_values)
+from .windows import WindowLayout
+
+#: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
+GATE_TYPES = {
+    'ggqpe': ('gqpe', dict(generalized=True)),  # group-wise generalized QPE (PosMLP default)
+    'gqpe': ('gqpe', dict(generalized=False)),  # official ``generalized=False``
+    'glrpe': ('lrpe', dict()),  # group-wise LRPE
+    'lrpe': ('lrpe', dict(single_group=True)),  # one table for all channels
+    'lrpe-m': ('lrpe', dict(single_group=True, token_fc=True)),  # LRPE + token FC W, Eq. (10)
+    'sgu': ('dense', dict(single_group=True, norm=True)),  # gMLP SGU, Eq. (1)
+}
+
+
+def apply_token_mixing(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``out[b, w, m, k*G+g] = sum_n matrix[g, m, n] x[b, w, n, k*G+g]`` for (B, nW, N, C)."""
+    B, nW, N, C = x.shape
+    G = matrix.shape[0]
+    x = x.reshape(B * nW, N, C // G, G).permute(3, 1, 0, 2).reshape(G, N, -1)
+    out = torch.bmm(matrix.to(x.dtype), x)
+    return out.reshape(G, N, B * nW, C // G).permute(2, 1, 3, 0).reshape(B, nW, N, C)
+
+
+@MODELS.register_module()
+class PositionalGatingUnit(nn.Module):
+    """Positional gating unit (PoSGU / PoTGU / PoSTGU, and gMLP's SGU for ablations).
+
+    Args:
+        in_channels: channels of the input; the output has ``in_channels // 2``.
+        window: window size per axis, e.g. ``(14, 14)``, ``(16,)`` or ``(16, 7, 7)``.
+        groups: channel groups ``s`` of the group-wise encodings.
+        gate_type: one of :data:`GATE_TYPES` (``'ggqpe'`` default).
+        norm_cfg: norm on ``X1`` (only the SGU baseline uses one, as in gMLP).
+    """
+
+    def __init__(self, in_channels: int, window: Sequence[int], groups: int = 1,
+                 gate_type: str = 'ggqpe', norm_cfg: Optional[dict] = None):
+        super().__init__()
+        if gate_type not in GATE_TYPES:
+            raise KeyError(f'unknown gate_type {gate_type!r}; choose one of {sorted(GATE_TYPES)}')
+        mixing, kwargs = GATE_TYPES[gate_type]
+        kwargs = dict(kwargs)
+        if in_channels % 2:
+            raise ValueError(f'a gating unit splits its input in two halves; in_channels={in_channels} is odd')
+        half = in_channels // 2
+        if kwargs.pop('single_group', False):
+            groups = 1
+        if half % groups:
+            raise ValueError(f'the gate half ({half} channels) is not divisible by groups={groups}')
+        self.gate_type = gate_type
+        self.window = tuple(window)
+        self.groups = groups
+        self.num_tokens = math.prod(self.window)
+        use_norm = kwargs.pop('norm', False)
+        if mixing == 'gqpe':
+            self.mixing = GaussianPositionMixing(self.window, groups, **kwargs)
+        elif mixing == 'lrpe':
+            self.mixing = LearnedPositionMixing(self.window, groups, **kwargs)
+        else:
+            self.mixing = DenseTokenMixing(self.window)
+        self.norm = build_norm_layer(norm_cfg or dict(type='LN', eps=1e-6), half)[1] if use_norm else None
+        self.token_bias = nn.Parameter(torch.zeros(self.num_tokens))
+
+    def init_weights(self):
+        self.mixing.init_weights()
+        if isinstance(self.mixing, DenseTokenMixing):
+            nn.init.ones_(self.token_bias)
+        else:
+            nn.init.zeros_(self.token_bias)
+
+    def forward(self, x: torch.Tensor, layout: Optional[WindowLayout] = None) -> torch.Tensor:
+        """``x`` (B, nW, N, C) windows -> (B, nW, N, C // 2)."""
+        if x.shape[2] != self.num_tokens:
+            raise ValueError(f'{x.shape[2]} tokens per window, but this unit was built for window '
+                             f'{self.window} ({self.num_tokens} tokens)')
+        u, v = x.chunk(2, dim=-1)
+        if self.norm is not None:
+            u = self.norm(u)
+        patterns = layout.patterns if layout is not None else None
+        base, masked = self.mixing.matrices(patterns)
+        if masked is None:
+            out = apply_token_mixing(base, u)
+        else:
+            out = torch.empty_like(u)
+            for k in range(masked.shape[0]):
+                idx = (layout.window_pattern == k).nonzero().flatten()
+                out[:, idx] = apply_token_mixing(masked[k], u[:, idx])
+        out = out + self.token_bias.to(out.dtype)[None, None, :, None]
+        return out * v
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        key = prefix + 'token_bias'
+        if key in state_dict and state_dict[key].numel() != self.num_tokens:
+            old_n = state_dict[key].numel()
+            side = round(old_n ** (1 / len(self.window)))
+            if side ** len(self.window) != old_n:
+                raise ValueError(f'{key}: cannot map {old_n} token biases onto window {self.window}')
+            state_dict[key] = resize_grid_values(state_dict[key].reshape(-1), (side, ) * len(self.window),
+                                                 self.window)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return f'gate_type={self.gate_type}, window={self.window}, groups={self.groups}'

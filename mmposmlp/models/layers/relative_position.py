@@ -1,0 +1,213 @@
+"""Relative positions inside a window and the positional token-mixing matrices built on them.
+
+PosMLP (arXiv:2207.07284) parameterises the token-mixing matrix of a gating unit by relative
+positions only. For ``G`` channel groups and a window of ``N`` tokens, every module here
+returns mixing matrices ``P`` of shape ``(G, N, N)`` (query ``m``, key ``n``):
+
+* :class:`GaussianPositionMixing` - (G)GQPE, Eq. (5)-(8), (12)-(13):
+  ``P_g[m, n] = softmax_n(-1/2 (d - c_g)^T Sigma_g (d - c_g))`` with ``d = p_n - p_m``.
+* :class:`LearnedPositionMixing` - LRPE / GLRPE, Eq. (11): ``P_g[m, n] = r_g[p_m - p_n]``
+  (a learned table per relative offset, Swin-style index, no softmax); with ``token_fc`` it
+  is LRPE-M, Eq. (10): ``W + r``.
+* :class:`DenseTokenMixing` - gMLP's token FC ``W`` (N x N), the SGU baseline, Eq. (1).
+
+Offsets are taken per axis in tensor order ((t,) y, x) as key minus query everywhere; the
+official PosMLP code uses ``dx = x_n - x_m`` but ``dy = y_m - y_n`` for GQPE, which the
+checkpoint converter absorbs exactly (see ``posmlp.convert_official_posmlp``).
+
+Masks (padding, shifted windows) act on keys: ``-inf`` before the softmax for GQPE, zero
+weight for LRPE and the dense matrix.
+"""
+import math
+from typing import Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmengine.model.weight_init import trunc_normal_
+
+_INTERP = {1: 'linear', 2: 'bicubic', 3: 'trilinear'}
+
+
+def window_coords(window: Sequence[int]) -> torch.Tensor:
+    """Integer coordinates of the tokens of a window, row-major: ``(N, D)``."""
+    grids = torch.meshgrid(*[torch.arange(w) for w in window], indexing='ij')
+    return torch.stack([g.flatten() for g in grids], dim=-1)
+
+
+def relative_offsets(window: Sequence[int]) -> torch.Tensor:
+    """``(N, N, D)`` offsets ``p_key - p_query`` (float)."""
+    c = window_coords(window).to(torch.float64)
+    return c[None, :, :] - c[:, None, :]
+
+
+def relative_position_index(window: Sequence[int]) -> torch.Tensor:
+    """Swin-style ``(N, N)`` index of the offset ``p_query - p_key`` into a table of
+    ``prod(2w - 1)`` entries (mixed radix, first axis most significant)."""
+    c = window_coords(window)
+    d = c[:, None, :] - c[None, :, :] + torch.tensor(window) - 1
+    index = torch.zeros(d.shape[:2], dtype=torch.long)
+    for axis, w in enumerate(window):
+        index = index * (2 * w - 1) + d[..., axis]
+    return index
+
+
+def resize_grid_values(values: torch.Tensor, old: Sequence[int], new: Sequence[int]) -> torch.Tensor:
+    """Resize values laid out on a grid ``old`` (first dims flattened) to grid ``new``.
+
+    ``values`` is ``(prod(old), ...)``; interpolation is linear/bicubic/trilinear for 1/2/3
+    axes (used for LRPE tables and token biases when window sizes differ).
+    """
+    if tuple(old) == tuple(new):
+        return values
+    rest = values.shape[1:]
+    x = values.reshape(*old, -1).permute(-1, *range(len(old)))[None].to(torch.float64)
+    x = F.interpolate(x, size=tuple(new), mode=_INTERP[len(old)], align_corners=False)
+    return x[0].permute(*range(1, len(new) + 1), 0).reshape(math.prod(new), *rest).to(values.dtype)
+
+
+class _PositionMixing(nn.Module):
+    """Common interface: ``matrices(patterns)`` -> ``(P, P_masked)``."""
+
+    uses_softmax = False
+
+    def __init__(self, window: Sequence[int], groups: int):
+        super().__init__()
+        self.window = tuple(window)
+        self.groups = groups
+        self.num_tokens = math.prod(self.window)
+
+    def logits(self) -> torch.Tensor:  # (G, N, N)
+        raise NotImplementedError
+
+    def matrices(self, patterns: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Unmasked ``(G, N, N)`` and, given key masks ``(K, N, N)``, masked ``(K, G, N, N)``."""
+        logits = self.logits()
+        if self.uses_softmax:
+            # softmax in fp32 at least (bf16/fp16 autocast safety)
+            work = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+            base = work.softmax(-1).to(logits.dtype)
+            if patterns is None:
+                return base, None
+            masked = work[None].masked_fill(~patterns[:, None], float('-inf')).softmax(-1).to(logits.dtype)
+            return base, masked
+        if patterns is None:
+            return logits, None
+        return logits, logits[None] * patterns[:, None].to(logits.dtype)
+
+
+class GaussianPositionMixing(_PositionMixing):
+    """Group-wise (generalized) quadratic positional encoding, paper Eq. (5)-(8), (12)-(13).
+
+    Per group ``g``: a centre ``c_g`` (D,) and, if ``generalized``, ``Gamma_g`` (D, D) with
+    ``Sigma_g = Gamma_g Gamma_g^T`` (6 parameters per group in 2D: appendix, ``6s``).
+    Non-generalized (official ``generalized=False``): a scalar spread ``a_g`` per group and
+    ``score = -1/2 ||d - a_g^2 c_g||^2`` - the official code scales only the centre by the
+    spread, with the width fixed (see research notes), which we keep for weight compatibility.
+    """
+
+    uses_softmax = True
+
+    def __init__(self, window: Sequence[int], groups: int, generalized: bool = True,
+                 init_std: float = 1e-2):
+        super().__init__(window, groups)
+        self.generalized = generalized
+        dim = len(self.window)
+        self.centers = nn.Parameter(torch.zeros(groups, dim))
+        if generalized:
+            self.spreads = nn.Parameter(torch.eye(dim).repeat(groups, 1, 1))
+        else:
+            self.spreads = nn.Parameter(torch.ones(groups))
+        self.init_std = init_std
+        self.register_buffer('offsets', relative_offsets(self.window).float(), persistent=False)
+
+    def init_weights(self):
+        nn.init.normal_(self.centers, std=self.init_std)
+        with torch.no_grad():
+            if self.generalized:
+                self.spreads.copy_(torch.eye(self.spreads.shape[-1]).repeat(self.groups, 1, 1)
+                                   + self.init_std * torch.randn_like(self.spreads))
+            else:
+                self.spreads.copy_(1 + self.init_std * torch.randn_like(self.spreads))
+
+    def logits(self) -> torch.Tensor:
+        d = self.offsets.to(self.centers.dtype)  # (N, N, D)
+        if self.generalized:
+            sigma = self.spreads @ self.spreads.transpose(-1, -2)  # (G, D, D)
+            diff = d[None] - self.centers[:, None, None, :]  # (G, N, N, D)
+            return -0.5 * torch.einsum('gmnd,gde,gmne->gmn', diff, sigma, diff)
+        centers = self.spreads.square()[:, None] * self.centers
+        diff = d[None] - centers[:, None, None, :]
+        return -0.5 * diff.square().sum(-1)
+
+
+class LearnedPositionMixing(_PositionMixing):
+    """(G)LRPE, Eq. (11): a learned table of ``prod(2w-1)`` offsets per group, no softmax.
+
+    ``token_fc=True`` adds a dense ``W`` (N, N) shared by the groups: LRPE-M, Eq. (10).
+    Tables (and ``W`` is refused) are resized on load when the window size differs.
+
+    Fixes an official bug: the official ``init_bias_table`` never reaches the table, which
+    stays all-zero at init (research notes §1.2); we use trunc-normal(0.02) as Swin does.
+    """
+
+    def __init__(self, window: Sequence[int], groups: int, token_fc: bool = False,
+                 init_std: float = 0.02):
+        super().__init__(window, groups)
+        size = math.prod(2 * w - 1 for w in self.window)
+        self.relative_position_table = nn.Parameter(torch.zeros(size, groups))
+        self.token_fc = token_fc
+        if token_fc:
+            self.token_weight = nn.Parameter(torch.zeros(self.num_tokens, self.num_tokens))
+        self.init_std = init_std
+        self.register_buffer('relative_index', relative_position_index(self.window), persistent=False)
+
+    def init_weights(self):
+        trunc_normal_(self.relative_position_table, std=self.init_std)
+        if self.token_fc:
+            trunc_normal_(self.token_weight, std=1e-6)  # official LRPE-M init
+
+    def logits(self) -> torch.Tensor:
+        n = self.num_tokens
+        p = self.relative_position_table[self.relative_index.view(-1)].view(n, n, self.groups)
+        p = p.permute(2, 0, 1)
+        if self.token_fc:
+            p = p + self.token_weight[None]
+        return p
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        key = prefix + 'relative_position_table'
+        if key in state_dict and state_dict[key].shape != self.relative_position_table.shape:
+            table = state_dict[key]
+            old = _window_from_table(table.shape[0], len(self.window))
+            state_dict[key] = resize_grid_values(table, [2 * w - 1 for w in old],
+                                                 [2 * w - 1 for w in self.window])
+        wkey = prefix + 'token_weight'
+        if wkey in state_dict and self.token_fc and state_dict[wkey].shape != self.token_weight.shape:
+            raise ValueError(f'{wkey}: a dense token-FC W of {tuple(state_dict[wkey].shape)} cannot be '
+                             f'transferred to window {self.window}; use the window it was trained with.')
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+class DenseTokenMixing(_PositionMixing):
+    """gMLP's spatial token FC ``W`` (N x N), Eq. (1): the SGU baseline (one group)."""
+
+    def __init__(self, window: Sequence[int], groups: int = 1):
+        super().__init__(window, 1)
+        self.weight = nn.Parameter(torch.zeros(self.num_tokens, self.num_tokens))
+
+    def init_weights(self):
+        # gMLP: near-zero W and unit bias, so the unit starts as an identity gate.
+        eps = 1e-3 / self.num_tokens
+        nn.init.uniform_(self.weight, -eps, eps)
+
+    def logits(self) -> torch.Tensor:
+        return self.weight[None]
+
+
+def _window_from_table(size: int, dims: int) -> Tuple[int, ...]:
+    side = round(size ** (1.0 / dims))
+    if side ** dims != size or side % 2 == 0:
+        raise ValueError(f'cannot infer a window from a relative-position table of {size} rows; '
+                         'only cubic windows can be resized automatically')
+    return ((side + 1) // 2, ) * dims

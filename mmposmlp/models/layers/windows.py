@@ -1,0 +1,175 @@
+"""Window partition, padding and cyclic shift with masks, for 1D/2D/3D token grids.
+
+Written once and used by every windowed model (PosMLP image, PosMLP-Video):
+
+* maps are channels-last ``(B, *S, C)`` with ``len(S)`` = 1, 2 or 3 spatial/temporal axes;
+* a map is padded at the end of each axis to a multiple of the window size (any input size);
+* a Swin-style cyclic shift (arXiv:2103.14030, Sec. 3.2) is applied by ``torch.roll``;
+* masks say which keys a query may mix with: keys must be real (not padding) and lie in the
+  same region of the shifted grid as the query, so every real token mixes exactly the real
+  tokens of its (shifted) window.
+
+Masks only depend on shapes, so they are computed once per shape and cached.
+"""
+import math
+from functools import lru_cache
+from typing import Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+
+def to_tuple(value, n: int) -> Tuple[int, ...]:
+    if isinstance(value, int):
+        return (value, ) * n
+    value = tuple(int(v) for v in value)
+    if len(value) != n:
+        raise ValueError(f'expected {n} values, got {value}')
+    return value
+
+
+def pad_to_multiple(x: torch.Tensor, window_size: Sequence[int]) -> torch.Tensor:
+    """Zero-pad the spatial axes of a channels-last map at their ends to window multiples."""
+    spatial = x.shape[1:-1]
+    pads = []
+    for s, w in zip(reversed(spatial), reversed(window_size)):
+        pads += [0, (-s) % w]
+    if not any(pads):
+        return x
+    return F.pad(x, [0, 0] + pads)
+
+
+def window_partition(x: torch.Tensor, window_size: Sequence[int]) -> torch.Tensor:
+    """``(B, *S, C)`` with every ``S_i`` divisible by ``w_i`` -> ``(B, nW, N, C)``.
+
+    Windows are numbered row-major over the window grid, tokens row-major inside a window
+    (the official PosMLP layout, index = y * w + x).
+    """
+    B, *spatial, C = x.shape
+    d = len(spatial)
+    shape = [B]
+    for s, w in zip(spatial, window_size):
+        shape += [s // w, w]
+    x = x.view(*shape, C)
+    perm = [0] + [1 + 2 * i for i in range(d)] + [2 + 2 * i for i in range(d)] + [2 * d + 1]
+    n_windows = math.prod(s // w for s, w in zip(spatial, window_size))
+    return x.permute(perm).reshape(B, n_windows, math.prod(window_size), C)
+
+
+def window_reverse(windows: torch.Tensor, window_size: Sequence[int],
+                   spatial: Sequence[int]) -> torch.Tensor:
+    """Inverse of :func:`window_partition`: ``(B, nW, N, C)`` -> ``(B, *S, C)``."""
+    B, _, _, C = windows.shape
+    d = len(spatial)
+    grid = [s // w for s, w in zip(spatial, window_size)]
+    x = windows.reshape(B, *grid, *window_size, C)
+    perm = [0]
+    for i in range(d):
+        perm += [1 + i, 1 + d + i]
+    perm.append(2 * d + 1)
+    return x.permute(perm).reshape(B, *spatial, C)
+
+
+@lru_cache(maxsize=256)
+def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple[int, ...],
+                  shift: Tuple[int, ...]):
+    """Key masks of every window, deduplicated into patterns (computed on CPU, cached).
+
+    Returns ``None`` when no window needs a mask, else ``(patterns, window_pattern)`` with
+    ``patterns`` (K, N, N) bool (True = query m may mix key n) and ``window_pattern`` (nW,)
+    giving each window's pattern.
+    """
+    d = len(padded)
+    needs_pad = any(p != v for p, v in zip(padded, valid))
+    if not needs_pad and not any(shift):
+        return None
+    # Region label of every position of the shifted grid: the last window along a shifted axis
+    # holds two strips that were not adjacent before the shift.
+    label = torch.zeros(padded, dtype=torch.long)
+    real = torch.ones(padded, dtype=torch.bool)
+    for axis in range(d):
+        idx = [slice(None)] * d
+        idx[axis] = slice(valid[axis], None)
+        real[tuple(idx)] = False
+        if shift[axis]:
+            region = torch.zeros(padded[axis], dtype=torch.long)
+            region[padded[axis] - window[axis]:padded[axis] - shift[axis]] = 1
+            region[padded[axis] - shift[axis]:] = 2
+            view = [1] * d
+            view[axis] = -1
+            label = label * 3 + region.view(view)
+    # ``label`` is defined on the shifted grid already (as Swin's img_mask); the padding
+    # lives on the unshifted grid and moves with the cyclic shift.
+    if any(shift):
+        real = torch.roll(real, [-s for s in shift], tuple(range(d)))
+    label = window_partition(label[None, ..., None], window)[0, ..., 0]  # (nW, N)
+    real = window_partition(real[None, ..., None], window)[0, ..., 0]
+    masks = (label[:, :, None] == label[:, None, :]) & real[:, None, :]
+    n = masks.shape[-1]
+    masks |= torch.eye(n, dtype=torch.bool)  # padded queries keep themselves: no empty rows
+    patterns, window_pattern = torch.unique(masks.view(masks.shape[0], -1), dim=0, return_inverse=True)
+    patterns = patterns.view(-1, n, n)
+    if patterns.shape[0] == 1 and bool(patterns.all()):
+        return None
+    return patterns, window_pattern
+
+
+class WindowLayout:
+    """How one stage's padded map is (optionally shifted and) cut into windows.
+
+    Args:
+        padded: padded spatial shape (multiples of ``window``).
+        valid: the real (unpadded) spatial shape.
+        window: window size per axis.
+        shift: requested cyclic shift per axis. A shift is only applied along axes with more
+            than one window: with a single window the shift would only cut it in pieces
+            (Swin disables the shift in that case too).
+    """
+
+    def __init__(self, padded: Sequence[int], valid: Sequence[int], window: Sequence[int],
+                 shift: Sequence[int], device: torch.device):
+        self.padded = tuple(padded)
+        self.valid = tuple(valid)
+        self.window = tuple(window)
+        self.shift = tuple(s if p > w else 0 for s, p, w in zip(shift, self.padded, self.window))
+        masks = _window_masks(self.padded, self.valid, self.window, self.shift)
+        if masks is None:
+            self.patterns = self.window_pattern = None
+        else:
+            self.patterns = masks[0].to(device)
+            self.window_pattern = masks[1].to(device)
+        self._dims = tuple(range(1, 1 + len(self.padded)))
+
+    @property
+    def masked(self) -> bool:
+        return self.patterns is not None
+
+    def partition(self, x: torch.Tensor) -> torch.Tensor:
+        """Padded map ``(B, *S, C)`` -> windows ``(B, nW, N, C)``."""
+        if any(self.shift):
+            x = torch.roll(x, [-s for s in self.shift], self._dims)
+        return window_partition(x, self.window)
+
+    def reverse(self, windows: torch.Tensor) -> torch.Tensor:
+        x = window_reverse(windows, self.window, self.padded)
+        if any(self.shift):
+            x = torch.roll(x, list(self.shift), self._dims)
+        return x
+
+
+def padded_shape(spatial: Sequence[int], window: Sequence[int]) -> Tuple[int, ...]:
+    return tuple(-(-s // w) * w for s, w in zip(spatial, window))
+
+
+def crop(x: torch.Tensor, valid: Sequence[int]) -> torch.Tensor:
+    """Crop a channels-last padded map back to ``valid``."""
+    if tuple(x.shape[1:-1]) == tuple(valid):
+        return x
+    idx = (slice(None), ) + tuple(slice(0, v) for v in valid) + (slice(None), )
+    return x[idx]
+
+
+def make_layout(x: torch.Tensor, valid: Sequence[int], window: Sequence[int],
+                shift: Optional[Sequence[int]] = None) -> WindowLayout:
+    shift = shift if shift is not None else (0, ) * len(window)
+    return WindowLayout(x.shape[1:-1], valid, window, shift, x.device)

@@ -1,0 +1,9 @@
+__version__ = '0.1.0'
+
+
+def parse_version_info(version_str: str) -> tuple:
+    """'0.1.0' -> (0, 1, 0)."""
+    return tuple(int(x) if x.isdigit() else x for x in version_str.split('.'))
+
+
+version_info = parse_version_info(__version__)

@@ -1,0 +1,76 @@
+"""Convert Twins-PCPVT (official / timm) or mmpretrain ``PCPVT`` weights to mmposmlp ``PVTPEG``.
+
+Usage::
+
+    python tools/model_converters/pcpvt2mmposmlp.py pcpvt_small.pth \
+        checkpoints/pvt-peg-s-gap_in1k_mmposmlp.pth
+
+Input layouts (detected automatically):
+  * official Twins ``CPVTV2`` (``pcpvt_{small,base,large}_v0``) and timm ``twins_pcpvt_*``:
+    ``patch_embeds.i.proj``, ``blocks.i.j.*``, ``pos_block.i.proj.0``, ``norm``, ``head``;
+  * mmpretrain ``ImageClassifier`` with ``PCPVT`` backbone: ``backbone.patch_embeds.i.projection``,
+    ``backbone.position_encodings.i.proj``, ``backbone.stages.i.j.*`` (``ffn.layers.0.0`` /
+    ``ffn.layers.1``), ``backbone.norm_after_stage3``, ``head.fc``.
+Output: an mmpretrain ``ImageClassifier`` state dict (``backbone.*`` for ``mmposmlp.PVTPEG``,
+``head.fc.*`` for ``LinearClsHead``) saved as ``{'state_dict': ..., 'meta': ...}``; dense
+configs load it with ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.
+
+Note: mmpretrain's PCPVT pads non-divisible inputs ('corner' padding, ceil sizes) and uses
+LN eps 1e-6 in the spatial-reduction norm; ``PVTPEG`` follows the official model (floor, 1e-5).
+Converted mmpretrain weights therefore give identical outputs only at divisible input sizes
+and with ``embed_norm_cfg`` set to the source model's eps (see configs/cpvt/README.md).
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+from collections import OrderedDict
+
+import torch
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+
+from mmposmlp.models.backbones.pvt_peg import (convert_pcpvt, convert_pcpvt_head,  # noqa: E402
+                                               detect_pcpvt_layout)
+from mmposmlp.models.checkpoints import load_checkpoint_file, strip_prefix  # noqa: E402
+
+
+def convert(state):
+    """Whole-classifier conversion: returns (state_dict, layout)."""
+    if any(k.startswith('backbone.') for k in state):
+        backbone_src = strip_prefix(state, 'backbone.')
+        head_src = {k: v for k, v in state.items() if k.startswith('head.')}
+    else:
+        backbone_src = {k: v for k, v in state.items() if not k.startswith('head.')}
+        head_src = {k: v for k, v in state.items() if k.startswith('head.')}
+    layout = detect_pcpvt_layout(backbone_src)
+    out = OrderedDict()
+    for k, v in convert_pcpvt(backbone_src).items():
+        out['backbone.' + k] = v
+    for k, v in convert_pcpvt_head(head_src).items():
+        out['head.' + k] = v
+    used = len(out)
+    if used == 0:
+        raise ValueError('no PCPVT weights found in the source checkpoint')
+    return out, layout
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('src', help='official Twins/timm or mmpretrain PCPVT checkpoint')
+    parser.add_argument('dst', help='output path')
+    args = parser.parse_args(argv)
+    state = load_checkpoint_file(args.src)
+    out, layout = convert(state)
+    dirname = osp.dirname(args.dst)
+    if dirname:
+        os.makedirs(dirname, exist_ok=True)
+    torch.save(dict(state_dict=out, meta=dict(source=osp.basename(args.src), source_layout=layout,
+                                              converter='pcpvt2mmposmlp')), args.dst)
+    n_bb = sum(k.startswith('backbone.') for k in out)
+    print(f'converted {layout} checkpoint: {n_bb} backbone tensors, {len(out) - n_bb} head tensors '
+          f'({len(state)} source tensors) -> {args.dst}')
+
+
+if __name__ == '__main__':
+    main()

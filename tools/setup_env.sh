@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Create (or reuse) the per-machine virtual environment for mmposmlp and link it to ./.venv.
+#
+# Idempotent: every step checks whether its result is already there. The venv and the mmcv wheel
+# live outside the clone (MMPOSMLP_CACHE, default ~/.cache/mmposmlp) so that every clone on one
+# machine reuses them. The traps this script works around are explained in DEVELOPERS.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+TORCH_VERSION=2.13.0
+TORCHVISION_VERSION=0.28.0
+MMCV_VERSION=2.1.0
+CACHE=${MMPOSMLP_CACHE:-$HOME/.cache/mmposmlp}
+PYTAG=$($PY -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
+VENV=${MMPOSMLP_VENV:-$CACHE/venv-$PYTAG-torch$TORCH_VERSION}
+WHEELS=$CACHE/wheels/torch$TORCH_VERSION-$PYTAG
+STAMP=$VENV/.mmposmlp-deps-v1
+
+log() { printf '[setup_env] %s\n' "$*"; }
+
+mkdir -p "$CACHE" "$WHEELS"
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating venv $VENV"
+  $PY -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip)
+VPY="$VENV/bin/python"
+
+if [ ! -f "$STAMP" ]; then
+  "${PIP[@]}" install -q --upgrade pip
+  # 1. torch + torchvision: the machine-wide find-links holds a CPU-only torch wheel that pip prefers,
+  #    but no torchvision exists for it. --isolated ignores that configuration and takes both from PyPI.
+  if ! "$VPY" -c "import torch, torchvision, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION' or torchvision.__version__.split('+')[0] != '$TORCHVISION_VERSION')" 2>/dev/null; then
+    log "installing torch $TORCH_VERSION + torchvision $TORCHVISION_VERSION (PyPI, ~1 min)"
+    "${PIP[@]}" --isolated install -q "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
+  fi
+  # 2. build tools: mmcv's setup.py and mmengine <= 0.10.7 import pkg_resources (gone in setuptools >= 81/82).
+  "${PIP[@]}" install -q "setuptools>=77,<81" wheel ninja "numpy" "opencv-python-headless" \
+      addict packaging Pillow pyyaml yapf "mmengine==0.10.7"
+  # 3. mmcv with ops: no wheel for this torch. Build once, keyed by torch+python, outside the repo.
+  MMCV_WHL=$(ls "$WHEELS"/mmcv-$MMCV_VERSION-*.whl 2>/dev/null | head -n1 || true)
+  if [ -z "$MMCV_WHL" ]; then
+    log "building mmcv $MMCV_VERSION with ops against torch $TORCH_VERSION (6-8 min on 2 cores, once per machine)"
+    # --no-cache-dir: otherwise pip silently reuses a wheel built against another torch.
+    (cd "$WHEELS" && MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-2} "${PIP[@]}" wheel -q --no-cache-dir --no-deps \
+        --no-build-isolation "mmcv==$MMCV_VERSION" -w "$WHEELS")
+    MMCV_WHL=$(ls "$WHEELS"/mmcv-$MMCV_VERSION-*.whl | head -n1)
+  fi
+  "${PIP[@]}" install -q --no-deps "$MMCV_WHL"
+  # 4. the OpenMMLab libraries. torch is already installed, so nothing here replaces it.
+  "${PIP[@]}" install -q "mmdet==3.3.0" "mmsegmentation==1.2.2" "mmaction2==1.2.0" "mmpretrain==1.2.0" \
+      ftfy regex av decord scipy matplotlib pycocotools terminaltables shapely \
+      pytest pytest-timeout fvcore cvxpy
+  touch "$STAMP"
+fi
+
+# 5. mmaction2 1.2.0's PyPI release lacks mmaction/models/localizers/drn (open-mmlab/mmaction2#2714),
+#    so `import mmaction.models` fails. Patched in place, idempotently (see tools/misc/patch_mmaction.py).
+"$VPY" "$ROOT/tools/misc/patch_mmaction.py"
+
+# 6. mmposmlp itself, editable (legacy develop mode keeps the `.mim`-free import path simple).
+if ! "$VPY" -c "import mmposmlp, os, sys; sys.exit(os.path.dirname(os.path.dirname(mmposmlp.__file__)) != '$ROOT')" 2>/dev/null; then
+  "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
+fi
+
+ln -sfn "$VENV" "$ROOT/.venv"
+"$VPY" - <<'PY'
+import torch, torchvision, mmcv, mmengine, mmdet, mmseg, mmaction, mmpretrain, mmposmlp
+from mmcv.ops import RoIAlign  # noqa: F401  (fails if mmcv was built without ops)
+import mmaction.models  # noqa: F401
+print('[setup_env] ok: torch', torch.__version__, 'torchvision', torchvision.__version__, 'mmcv', mmcv.__version__,
+      'mmengine', mmengine.__version__, 'mmdet', mmdet.__version__, 'mmseg', mmseg.__version__,
+      'mmaction', mmaction.__version__, 'mmpretrain', mmpretrain.__version__, 'mmposmlp', mmposmlp.__version__)
+PY
