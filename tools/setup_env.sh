@@ -60,12 +60,13 @@ fi
 "$VPY" "$ROOT/tools/misc/patch_mmaction.py"
 
 # 6. mmposmlp itself, editable (legacy develop mode keeps the `.mim`-free import path simple).
-if ! "$VPY" -c "import mmposmlp, os, sys; sys.exit(os.path.dirname(os.path.dirname(mmposmlp.__file__)) != '$ROOT')" 2>/dev/null; then
+#    Checked from / so that the clone's own directory on sys.path cannot fake an installed package.
+if ! (cd / && "$VPY" -c "import mmposmlp, os, sys; sys.exit(os.path.dirname(os.path.dirname(mmposmlp.__file__)) != '$ROOT')") 2>/dev/null; then
   "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 fi
 
 ln -sfn "$VENV" "$ROOT/.venv"
-"$VPY" - <<'PY'
+(cd / && "$VPY" - <<'PY'
 import torch, torchvision, mmcv, mmengine, mmdet, mmseg, mmaction, mmpretrain, mmposmlp
 from mmcv.ops import RoIAlign  # noqa: F401  (fails if mmcv was built without ops)
 import mmaction.models  # noqa: F401
@@ -73,3 +74,4 @@ print('[setup_env] ok: torch', torch.__version__, 'torchvision', torchvision.__v
       'mmengine', mmengine.__version__, 'mmdet', mmdet.__version__, 'mmseg', mmseg.__version__,
       'mmaction', mmaction.__version__, 'mmpretrain', mmpretrain.__version__, 'mmposmlp', mmposmlp.__version__)
 PY
+)

@@ -1,0 +1,4 @@
+_base_ = './fpn_posmlp-t_4xb4-80k_ade20k-512x512.py'
+pretrained = 'checkpoints/posmlp-s_in1k_mmposmlp.pth'
+model = dict(backbone=dict(arch='small', init_cfg=dict(checkpoint=pretrained)),
+             neck=dict(in_channels=[128, 256, 512, 1024]))

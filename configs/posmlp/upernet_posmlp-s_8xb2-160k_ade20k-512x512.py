@@ -1,0 +1,4 @@
+_base_ = './upernet_posmlp-t_8xb2-160k_ade20k-512x512.py'
+pretrained = 'checkpoints/posmlp-s_in1k_mmposmlp.pth'
+model = dict(backbone=dict(arch='small', init_cfg=dict(checkpoint=pretrained)),
+             decode_head=dict(in_channels=[128, 256, 512, 1024]), auxiliary_head=dict(in_channels=512))
