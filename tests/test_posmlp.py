@@ -384,3 +384,47 @@ def test_mixing_map_tool(tmp_path, repo_root):
     maps = mixing_maps(model, 0)
     # GQPE rows are softmax distributions over the window
     assert torch.allclose(maps[0].sum((1, 2)), torch.ones(maps[0].shape[0]), atol=1e-5)
+
+
+# --------------------------------------------------------------------- fast paths
+def test_inference_cache_is_invalidated_when_weights_change():
+    model = PosMLP(arch=TINY, out_indices=(0, 1, 2, 3), shift=True).eval()
+    model.init_weights()
+    x = torch.randn(1, 3, 75, 90)
+    with torch.no_grad():
+        a = model(x)
+        b = model(x)  # served from the cache
+        assert all(torch.equal(u, v) for u, v in zip(a, b))
+        gate = model.stages[0].blocks[0].gate
+        assert gate.mixing.__dict__.get('_matrix_cache')
+        gate.mixing.centers.add_(0.5)  # in-place change bumps the version counter
+        c = model(x)
+    fresh = PosMLP(arch=TINY, out_indices=(0, 1, 2, 3), shift=True).eval()
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        d = fresh(x)
+    assert not torch.allclose(a[0], c[0])
+    assert all(torch.allclose(u, v, atol=1e-6) for u, v in zip(c, d))
+    # load_state_dict into the cached model also invalidates
+    model.load_state_dict(PosMLP(arch=TINY, out_indices=(0, 1, 2, 3), shift=True).state_dict())
+    with torch.no_grad():
+        e = model(x)
+    assert not torch.allclose(e[0], c[0])
+
+
+def test_bf16_autocast_is_close_to_fp32():
+    torch.manual_seed(0)
+    model = PosMLP(arch=TINY, out_indices=(3, )).eval()
+    model.init_weights()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        ref = model(x)[0]
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            out = model(x)[0]
+    assert torch.isfinite(out).all()
+    assert (out.float() - ref).abs().max() / ref.abs().max() < 0.1
+    # the positional matrices stay fp32 under autocast
+    gate = model.stages[0].blocks[0].gate
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        base, _ = gate.mixing._compute(None)
+    assert base.dtype == torch.float32

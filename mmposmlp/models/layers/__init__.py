@@ -2,3 +2,4 @@ from .gating import GATE_TYPES, PositionalGatingUnit  # noqa: F401
 from .windows import WindowLayout, window_partition, window_reverse  # noqa: F401
 from .patm import PATM, WaveMLPFFN  # noqa: F401
 from .peg import PEG  # noqa: F401
+from .imlp import IMLP, AGeLU, ASoftPlus, ActivationSum, AdaptiveActivation  # noqa: F401

@@ -16,7 +16,7 @@ from mmcv.cnn import build_norm_layer
 
 from mmposmlp.registry import MODELS
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
-                                resize_grid_values)
+                                infer_window, resize_grid_values)
 from .windows import WindowLayout
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
@@ -100,21 +100,33 @@ class PositionalGatingUnit(nn.Module):
             out = apply_token_mixing(base, u)
         else:
             out = torch.empty_like(u)
-            for k in range(masked.shape[0]):
-                idx = (layout.window_pattern == k).nonzero().flatten()
+            for k, idx in enumerate(layout.pattern_windows):
                 out[:, idx] = apply_token_mixing(masked[k], u[:, idx])
         out = out + self.token_bias.to(out.dtype)[None, None, :, None]
         return out * v
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # Resize token biases (and LRPE tables) trained with another window. The old window
+        # is inferred from both the bias count and the table rows, so non-cubic windows work
+        # (a video unit trained with T=16 loaded at T=24 while H, W stay).
         key = prefix + 'token_bias'
-        if key in state_dict and state_dict[key].numel() != self.num_tokens:
-            old_n = state_dict[key].numel()
-            side = round(old_n ** (1 / len(self.window)))
-            if side ** len(self.window) != old_n:
-                raise ValueError(f'{key}: cannot map {old_n} token biases onto window {self.window}')
-            state_dict[key] = resize_grid_values(state_dict[key].reshape(-1), (side, ) * len(self.window),
-                                                 self.window)
+        tkey = prefix + 'mixing.relative_position_table'
+        old_n = state_dict[key].numel() if key in state_dict else None
+        rows = None
+        if isinstance(self.mixing, LearnedPositionMixing) and tkey in state_dict:
+            rows = state_dict[tkey].shape[0]
+            if rows == self.mixing.relative_position_table.shape[0] and old_n in (None, self.num_tokens):
+                rows = None
+        if (old_n is not None and old_n != self.num_tokens) or rows is not None:
+            try:
+                old = infer_window(self.window, old_n, rows)
+            except ValueError as err:
+                raise ValueError(f'{key}: cannot map the checkpoint onto window {self.window}: {err}') from None
+            if old_n is not None and old_n != self.num_tokens:
+                state_dict[key] = resize_grid_values(state_dict[key].reshape(-1), old, self.window)
+            if rows is not None:
+                state_dict[tkey] = resize_grid_values(state_dict[tkey], [2 * w - 1 for w in old],
+                                                      [2 * w - 1 for w in self.window])
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self) -> str:

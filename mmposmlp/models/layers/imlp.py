@@ -291,8 +291,11 @@ class IMLP(BaseModule):
 
     def init_weights(self):
         super().init_weights()
-        if self.init_cfg is not None:
-            return
+        if self.init_cfg is None:
+            self.reset_fc_parameters()
+
+    def reset_fc_parameters(self):
+        """fc1/fc2: truncated normal (std 0.02), zero bias (the ViT FFN convention)."""
         for fc in (self.fc1, self.fc2):
             trunc_normal_(fc.weight, std=.02)
             if fc.bias is not None:

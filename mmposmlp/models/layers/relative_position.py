@@ -81,8 +81,29 @@ class _PositionMixing(nn.Module):
         raise NotImplementedError
 
     def matrices(self, patterns: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """Unmasked ``(G, N, N)`` and, given key masks ``(K, N, N)``, masked ``(K, G, N, N)``."""
-        logits = self.logits()
+        """Unmasked ``(G, N, N)`` and, given key masks ``(K, N, N)``, masked ``(K, G, N, N)``.
+
+        The matrices depend on parameters only. Without autograd (inference) they are cached
+        and reused until a parameter changes (tracked by the tensors' version counters, which
+        every in-place update - optimiser step, ``load_state_dict``, ``copy_`` - bumps).
+        """
+        if torch.is_grad_enabled() or torch.compiler.is_compiling():
+            return self._compute(patterns)
+        key = (tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters()),
+               None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)))
+        cache = self.__dict__.setdefault('_matrix_cache', {})
+        if key not in cache:
+            if len(cache) > 8:
+                cache.clear()
+            cache[key] = self._compute(patterns)
+        return cache[key]
+
+    def _compute(self, patterns: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        # Positional logits in full precision even under autocast (bf16 would blur the
+        # Gaussian's tails); the softmax below runs in at least fp32 too.
+        device_type = next(iter(self.parameters())).device.type
+        with torch.autocast(device_type=device_type, enabled=False):
+            logits = self.logits()
         if self.uses_softmax:
             # softmax in fp32 at least (bf16/fp16 autocast safety)
             work = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
@@ -179,7 +200,7 @@ class LearnedPositionMixing(_PositionMixing):
         key = prefix + 'relative_position_table'
         if key in state_dict and state_dict[key].shape != self.relative_position_table.shape:
             table = state_dict[key]
-            old = _window_from_table(table.shape[0], len(self.window))
+            old = _window_from_table(table.shape[0], len(self.window), self.window)
             state_dict[key] = resize_grid_values(table, [2 * w - 1 for w in old],
                                                  [2 * w - 1 for w in self.window])
         wkey = prefix + 'token_weight'
@@ -205,9 +226,54 @@ class DenseTokenMixing(_PositionMixing):
         return self.weight[None]
 
 
-def _window_from_table(size: int, dims: int) -> Tuple[int, ...]:
-    side = round(size ** (1.0 / dims))
-    if side ** dims != size or side % 2 == 0:
-        raise ValueError(f'cannot infer a window from a relative-position table of {size} rows; '
-                         'only cubic windows can be resized automatically')
-    return ((side + 1) // 2, ) * dims
+def _divisors(n: int):
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def infer_window(new_window: Sequence[int], num_tokens: Optional[int] = None,
+                 table_rows: Optional[int] = None) -> Tuple[int, ...]:
+    """The window a checkpoint was trained with, from its token count ``prod(w)`` and/or its
+    LRPE table rows ``prod(2w - 1)`` (both when available: far less ambiguous).
+
+    Candidates are ranked: with both constraints, most axes equal to ``new_window`` first
+    (e.g. a video window (16, 14, 14) loading (8, 14, 14): only T changed), then cubic; with
+    one constraint, cubic first (the image case, e.g. 14x14 -> 7x7), then most equal axes.
+    """
+    dims = len(new_window)
+    if num_tokens is None and table_rows is None:
+        raise ValueError('infer_window needs num_tokens or table_rows')
+    if table_rows is not None:
+        sides = [(k + 1) // 2 for k in _divisors(table_rows) if k % 2]
+        total, radix = table_rows, (lambda w: 2 * w - 1)
+    else:
+        sides, total, radix = _divisors(num_tokens), num_tokens, (lambda w: w)
+    found = []
+
+    def search(prefix, rest):
+        if len(prefix) == dims:
+            if rest == 1:
+                found.append(tuple(prefix))
+            return
+        for w in sides:
+            if rest % radix(w) == 0:
+                search(prefix + [w], rest // radix(w))
+
+    search([], total)
+    found = [w for w in found if num_tokens is None or math.prod(w) == num_tokens]
+    if not found:
+        raise ValueError(f'cannot infer the window of a checkpoint with {num_tokens} tokens / '
+                         f'{table_rows} relative-position rows for a {dims}-D window {tuple(new_window)}')
+
+    def rank(w):
+        same = sum(a == b for a, b in zip(w, new_window))
+        cubic = len(set(w)) == 1
+        if num_tokens is not None and table_rows is not None:
+            return (-same, not cubic)
+        return (not cubic, -same)
+
+    return min(found, key=rank)
+
+
+def _window_from_table(size: int, dims: int, new_window: Optional[Sequence[int]] = None) -> Tuple[int, ...]:
+    """Window of an LRPE table of ``size`` rows (see :func:`infer_window`)."""
+    return infer_window(new_window if new_window is not None else (0, ) * dims, table_rows=size)

@@ -111,7 +111,17 @@ def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple
     patterns = patterns.view(-1, n, n)
     if patterns.shape[0] == 1 and bool(patterns.all()):
         return None
-    return patterns, window_pattern
+    pattern_windows = [(window_pattern == k).nonzero().flatten() for k in range(patterns.shape[0])]
+    return patterns, window_pattern, pattern_windows
+
+
+@lru_cache(maxsize=256)
+def _window_masks_on(padded, valid, window, shift, device: str):
+    masks = _window_masks(padded, valid, window, shift)
+    if masks is None:
+        return None
+    patterns, window_pattern, pattern_windows = masks
+    return patterns.to(device), window_pattern.to(device), [i.to(device) for i in pattern_windows]
 
 
 class WindowLayout:
@@ -132,12 +142,14 @@ class WindowLayout:
         self.valid = tuple(valid)
         self.window = tuple(window)
         self.shift = tuple(s if p > w else 0 for s, p, w in zip(shift, self.padded, self.window))
-        masks = _window_masks(self.padded, self.valid, self.window, self.shift)
+        masks = _window_masks_on(self.padded, self.valid, self.window, self.shift, str(device))
         if masks is None:
             self.patterns = self.window_pattern = None
+            self.pattern_windows = []
         else:
-            self.patterns = masks[0].to(device)
-            self.window_pattern = masks[1].to(device)
+            # ``pattern_windows``: window indices per pattern, precomputed (no data-dependent
+            # ops in forward, so torch.compile sees a static graph)
+            self.patterns, self.window_pattern, self.pattern_windows = masks
         self._dims = tuple(range(1, 1 + len(self.padded)))
 
     @property
