@@ -22,6 +22,16 @@ EXPECTED_M = {
 EXACT = {'pvt-peg-s-gap': 24_106_216, 'pvt-peg-m-gap': 43_828_456, 'pvt-peg-l-gap': 60_989_672}
 
 
+def _metafile():
+    import yaml
+    with open(osp.join(CFG_DIR, 'metafile.yml')) as f:
+        models = yaml.safe_load(f)['Models']
+    return {m['Name']: m for m in models}
+
+
+METAFILE = _metafile()
+
+
 def _scope(name):
     if name.startswith('retinanet'):
         return 'mmdet'
@@ -44,6 +54,8 @@ def _build(name):
 
 def test_config_list_complete():
     names = set(CONFIGS)
+    assert {f'{m}.py' for m in METAFILE} == names
+    assert all(osp.isfile(osp.join(ROOT, m['Config'])) for m in METAFILE.values())
     for a in 'tsm':
         assert f'retinanet_pvt-peg-{a}_fpn_1x_coco.py' in names
         assert f'retinanet_pvt-peg-{a}_fpn_ms-3x_coco.py' in names
@@ -64,6 +76,7 @@ def test_config_builds_with_paper_param_count(name):
     else:
         assert round(n / 1e6) == EXPECTED_M[key], f'{name}: {n / 1e6:.2f}M'
     assert cfg.custom_imports['imports'] == ['mmposmlp.models']
+    assert METAFILE[name[:-3]]['Metadata']['Parameters'] == n  # metafile records what we measure
     bb = cfg.model.backbone
     assert bb.type in ('mmposmlp.PVTPEG', 'mmposmlp.CPVT')
     if name.startswith(('retinanet', 'fpn')):

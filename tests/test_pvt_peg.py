@@ -256,3 +256,18 @@ def test_param_counts_match_official_pcpvt_and_table13():
     n = _cls_params('tiny')
     assert n == 13_229_288 - (3136 * 64 + 784 * 128 + 196 * 320 + 50 * 512 + 512) + 10 * (64 + 128 + 320 + 512)
     assert round(n / 1e6) == 13
+
+
+def test_imlp_drops_in_as_ffn():
+    """The IMLP helper's module honours the ffn_cfg contract (embed_dims, feedforward_channels,
+    ffn_drop; forward(x, hw_shape))."""
+    from mmposmlp.models.backbones.cpvt import CPVT
+    pytest.importorskip('mmposmlp.models.layers.imlp')
+    model = PVTPEG(TINY, ffn_cfg=dict(type='mmposmlp.IMLP'))
+    assert type(model.stages[0][0].ffn).__name__ == 'IMLP'
+    outs = model(torch.randn(1, 3, 64, 96))
+    assert outs[-1].shape == (1, 32, 2, 3)
+    vit = CPVT(dict(embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32),
+               peg_positions=(0, ), ffn_cfg=dict(type='mmposmlp.IMLP'))
+    assert type(vit.layers[0].ffn).__name__ == 'IMLP'
+    assert vit(torch.randn(1, 3, 48, 64))[0].shape == (1, 16)

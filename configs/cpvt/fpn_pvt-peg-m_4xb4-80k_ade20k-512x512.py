@@ -1,11 +1,18 @@
 # Semantic FPN + PVT-medium+PEG (GAP-pretrained), ADE20K 512x512 (CPVT Table 13).
 # Official Twins Semantic FPN recipe: AdamW lr 1e-4, wd 1e-4, poly (power 0.9, min lr 1e-6),
 # 80k iterations, batch 16; FPN 256 channels, 4 outputs.
-_base_ = 'mmseg::sem_fpn/fpn_r50_4xb4-80k_ade20k-512x512.py'
+_base_ = [
+    'mmseg::_base_/models/fpn_r50.py', 'mmseg::_base_/datasets/ade20k.py',
+    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_80k.py'
+]
+crop_size = (512, 512)
+data_preprocessor = dict(size=crop_size)
 
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(
+    data_preprocessor=data_preprocessor,
+    decode_head=dict(num_classes=150),
     # mmseg pushes a segmentor-level pretrained into the backbone: keep it None
     pretrained=None,
     backbone=dict(

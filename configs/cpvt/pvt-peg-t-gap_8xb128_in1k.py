@@ -21,6 +21,7 @@ model = dict(
 # Twins excludes the PEG weights (pos_block) from weight decay (no_weight_decay).
 optim_wrapper = dict(
     paramwise_cfg=dict(
+        _delete_=True,
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
         custom_keys={'.pegs.': dict(decay_mult=0.0)}))

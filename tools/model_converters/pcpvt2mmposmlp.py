@@ -49,10 +49,20 @@ def convert(state):
         out['backbone.' + k] = v
     for k, v in convert_pcpvt_head(head_src).items():
         out['head.' + k] = v
-    used = len(out)
-    if used == 0:
+    if not out:
         raise ValueError('no PCPVT weights found in the source checkpoint')
     return out, layout
+
+
+def infer_depths(state):
+    """Blocks per stage of a converted state dict (``backbone.stages.i.j.*``)."""
+    depths = {}
+    for k in state:
+        parts = k.split('.')
+        if parts[:2] == ['backbone', 'stages']:
+            i, j = int(parts[2]), int(parts[3])
+            depths[i] = max(depths.get(i, 0), j + 1)
+    return [depths[i] for i in sorted(depths)]
 
 
 def main(argv=None):
@@ -68,8 +78,11 @@ def main(argv=None):
     torch.save(dict(state_dict=out, meta=dict(source=osp.basename(args.src), source_layout=layout,
                                               converter='pcpvt2mmposmlp')), args.dst)
     n_bb = sum(k.startswith('backbone.') for k in out)
+    depths = infer_depths(out)
+    archs = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'medium', (3, 8, 27, 3): 'large'}
+    arch = archs.get(tuple(depths), 'a custom arch dict')
     print(f'converted {layout} checkpoint: {n_bb} backbone tensors, {len(out) - n_bb} head tensors '
-          f'({len(state)} source tensors) -> {args.dst}')
+          f'({len(state)} source tensors), depths {depths} -> PVTPEG arch {arch!r}; saved {args.dst}')
 
 
 if __name__ == '__main__':

@@ -101,8 +101,8 @@ class CPVT(BaseModule):
         qkv_bias (bool): True.
         norm_cfg (dict): LN eps 1e-6 (DeiT).
         ffn_cfg (dict, optional): channel MLP (default :class:`mmposmlp.PVTMlp`), built with
-            embed_dims / feedforward_channels / ffn_drop and called as ``ffn(x, hw_shape)``
-            (``hw_shape=None`` when a cls token is present).
+            embed_dims / feedforward_channels / ffn_drop and called as ``ffn(x, hw_shape)``; with
+            a cls token ``x`` holds ``1 + H*W`` tokens (the leading token is not on the grid).
         frozen_stages (int): freeze patch embed, cls token and the first ``frozen_stages`` blocks
             with the PEGs placed before them.
         norm_eval, with_cp, init_cfg: as usual (Pretrained init raises on missing keys).
@@ -249,10 +249,9 @@ class CPVT(BaseModule):
             x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)
         x = self.drop_after_pos(x)
         x = self._peg(-1, x, hw)
-        ffn_hw = None if self.with_cls_token else hw
         outs = []
         for i, layer in enumerate(self.layers):
-            x = layer(x, ffn_hw)
+            x = layer(x, hw)
             x = self._peg(i, x, hw)
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.ln1(x)

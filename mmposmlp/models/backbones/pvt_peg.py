@@ -9,7 +9,7 @@ GAP. Released official weights: Twins ``pcpvt_{small,base,large}_v0``
 """
 import math
 import re
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -31,8 +31,8 @@ class PVTMlp(BaseModule):
 
     Contract shared with drop-in channel MLPs such as ``mmposmlp.IMLP``:
     ``__init__(embed_dims, feedforward_channels, ffn_drop, **cfg)`` and
-    ``forward(x, hw_shape) -> x`` on tokens ``(B, N, C)``, ``N = H * W`` (ViT callers pass
-    ``hw_shape=None`` when a cls token is in the sequence).
+    ``forward(x, hw_shape) -> x`` on tokens ``(B, N, C)``, ``N = H * W`` (in :class:`CPVT` with
+    a cls token, ``N = 1 + H * W`` with the extra token first).
     """
 
     def __init__(self, embed_dims: int, feedforward_channels: int, ffn_drop: float = 0.,
