@@ -428,3 +428,20 @@ def test_bf16_autocast_is_close_to_fp32():
     with torch.autocast('cpu', dtype=torch.bfloat16):
         base, _ = gate.mixing._compute(None)
     assert base.dtype == torch.float32
+
+
+@pytest.mark.parametrize('arch,gflops', [
+    ('tiny', 5.2),
+    pytest.param('small', 8.7, marks=pytest.mark.slow),
+    pytest.param('base', 18.6, marks=pytest.mark.slow),
+])
+def test_flops_match_table2(arch, gflops):
+    """Table 2 FLOPs at 224^2 within 5%; counter: fvcore FlopCountAnalysis (1 MAC = 1 FLOP),
+    whole classifier, including the parameter-only GQPE logits (einsum)."""
+    from fvcore.nn import FlopCountAnalysis
+    model = Classifier(PosMLP(arch=arch), 1000).eval()
+    counter = FlopCountAnalysis(model, torch.randn(1, 3, 224, 224))
+    counter.unsupported_ops_warnings(False)
+    counter.uncalled_modules_warnings(False)
+    measured = counter.total() / 1e9
+    assert abs(measured - gflops) / gflops < 0.05, measured
