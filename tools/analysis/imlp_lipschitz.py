@@ -194,8 +194,12 @@ def random_module(embed_dims: int = 8, expansion_ratio: float = 2., seed: int = 
     return m.eval()
 
 
-def module_from_checkpoint(path: str, module_prefix: str, embed_dims: Optional[int] = None):
-    """Rebuild the IMLP at ``module_prefix`` (e.g. 'backbone.layers.0.ffn') from a checkpoint."""
+def module_from_checkpoint(path: str, module_prefix: str, act: str = 'AGeLU'):
+    """Rebuild the IMLP at ``module_prefix`` (e.g. 'backbone.layers.0.ffn') from a checkpoint.
+
+    ``act``: the adaptive activation of its branches (a state dict cannot tell AGeLU from
+    ASoftPlus); branches without alpha/beta/gamma/theta are plain GELUs.
+    """
     from mmposmlp.models.checkpoints import load_checkpoint_file
     from mmposmlp.models.layers.imlp import IMLP
     state = load_checkpoint_file(path)
@@ -208,7 +212,7 @@ def module_from_checkpoint(path: str, module_prefix: str, embed_dims: Optional[i
     k = sub['fc2.weight'].shape[1] // hidden
     adaptive = any(key.startswith('acts.0.alpha') for key in sub)
     m = IMLP(C, expansion_ratio=hidden / C, num_branches=k,
-             act_cfg=dict(type='AGeLU') if adaptive else dict(type='GELU'),
+             act_cfg=dict(type=act) if adaptive else dict(type='GELU'),
              spatial='dw_conv.weight' in sub,
              kernel_size=sub['dw_conv.weight'].shape[-1] if 'dw_conv.weight' in sub else 3)
     m.load_state_dict(sub, strict=True)
@@ -219,6 +223,8 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--checkpoint', help='checkpoint holding an IMLP module')
     p.add_argument('--module', help="key prefix of the IMLP in the checkpoint, e.g. 'backbone.layers.0.ffn'")
+    p.add_argument('--act', default='AGeLU', choices=['AGeLU', 'ASoftPlus'],
+                   help='adaptive activation of the checkpoint module (default AGeLU)')
     p.add_argument('--embed-dims', type=int, default=8, help='random module: C')
     p.add_argument('--expansion-ratio', type=float, default=2., help='random module: r')
     p.add_argument('--seed', type=int, default=0)
@@ -234,7 +240,7 @@ def main(argv=None):
     if args.checkpoint:
         if not args.module:
             raise SystemExit('--checkpoint needs --module (key prefix of the IMLP, e.g. backbone.layers.0.ffn)')
-        m = module_from_checkpoint(args.checkpoint, args.module)
+        m = module_from_checkpoint(args.checkpoint, args.module, act=args.act)
     else:
         m = random_module(args.embed_dims, args.expansion_ratio, args.seed)
     size = m.embed_dims + m.hidden_channels

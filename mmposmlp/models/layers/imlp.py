@@ -20,7 +20,6 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks.drop import build_dropout
 from mmengine.model import BaseModule
@@ -172,8 +171,8 @@ class IMLP(BaseModule):
       tensor without ``hw_shape`` is accepted only when ``spatial=False``.)
     * ``hw_shape=(H, W)``: ``x`` is tokens (B, N, C) with ``N = num_extra + H * W``; the
       leading ``num_extra`` tokens (cls/distillation tokens; ``num_extra_tokens`` if given,
-      else ``N - H * W``) skip the DW block (identity), the grid tokens are row-major
-      ``H x W``. Returns (B, N, C).
+      else ``N - H * W``) get no spatial mixing (see ``extra_tokens``), the grid tokens are
+      row-major ``H x W``. Returns (B, N, C).
 
     Args:
         embed_dims (int): channels C of the input/output.
@@ -193,6 +192,12 @@ class IMLP(BaseModule):
             Default: False.
         num_extra_tokens (int, optional): leading non-grid tokens; ``None`` infers
             ``N - H * W``.
+        extra_tokens (str): how the DW block treats the extra tokens, which have no grid
+            position. ``'isolated'`` (default): each is a lone pixel, so the conv reduces to its
+            centre tap (no spatial mixing) and BN + GELU apply as on the grid; every DW
+            parameter then also serves the cls token (with a cls-token head the last block's
+            DW block would otherwise get no gradient, which DDP rejects). ``'skip'``: they
+            bypass the DW block (identity).
         ffn_drop (float): dropout after the hidden activations and after ``fc2``.
         dropout_layer (dict, optional): applied to the output before the identity is added
             (e.g. ``dict(type='DropPath', drop_prob=0.1)``), as in mmcv's ``FFN``.
@@ -225,6 +230,7 @@ class IMLP(BaseModule):
                  dw_act_cfg: dict = dict(type='GELU'),
                  dw_residual: bool = False,
                  num_extra_tokens: Optional[int] = None,
+                 extra_tokens: str = 'isolated',
                  ffn_drop: float = 0.,
                  dropout_layer: Optional[dict] = None,
                  add_identity: bool = False,
@@ -266,7 +272,10 @@ class IMLP(BaseModule):
         self.spatial = spatial
         self.kernel_size = int(kernel_size)
         self.dw_residual = dw_residual
+        if extra_tokens not in ('isolated', 'skip'):
+            raise ValueError(f"IMLP: extra_tokens must be 'isolated' or 'skip', got {extra_tokens!r}")
         self.num_extra_tokens = num_extra_tokens
+        self.extra_tokens = extra_tokens
         self.add_identity = add_identity
 
         self.fc1 = nn.Linear(self.embed_dims, hidden, bias=bias)
@@ -319,10 +328,20 @@ class IMLP(BaseModule):
         H, W = hw_shape
         n_extra = self._num_extra(N, H, W)
         grid = h[:, n_extra:].transpose(1, 2).reshape(B, Ch, H, W)
-        grid = self.spatial_enhance(grid).flatten(2).transpose(1, 2)
-        if n_extra == 0:
-            return grid
-        return torch.cat([h[:, :n_extra], grid], dim=1)
+        if n_extra == 0 or self.extra_tokens == 'skip':
+            grid = self.spatial_enhance(grid).flatten(2).transpose(1, 2)
+            return grid if n_extra == 0 else torch.cat([h[:, :n_extra], grid], dim=1)
+        # 'isolated': every extra token is a lone pixel (zero padding around it), so the
+        # depthwise conv reduces to its centre tap; BN (shared statistics) + act as the grid.
+        k = self.kernel_size // 2
+        extra = h[:, :n_extra] * self.dw_conv.weight[:, 0, k, k]
+        if self.dw_conv.bias is not None:
+            extra = extra + self.dw_conv.bias
+        z = torch.cat([extra.transpose(1, 2), self.dw_conv(grid).flatten(2)], dim=2)
+        # as a (B, C, 1, L) map: torch 2.13's CPU BatchNorm backward returns wrong gradients
+        # for (B, C, L, 1) inputs whose incoming gradient is transposed (see the gradcheck test)
+        z = self.dw_act(self.dw_norm(z.unsqueeze(2))).squeeze(2).transpose(1, 2)
+        return h + z if self.dw_residual else z
 
     def _num_extra(self, N: int, H: int, W: int) -> int:
         n_extra = N - H * W

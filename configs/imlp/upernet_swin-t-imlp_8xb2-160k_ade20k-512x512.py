@@ -1,0 +1,18 @@
+# UperNet 160k on ADE20K 512x512, Swin-T + IMLP backbone: IMLP paper Table 7 (56M params,
+# 928G FLOPs, 45.0 mIoU, reported; Swin-T without IMLP: 60M, 945G, 44.5).
+# The upstream config of the same segmentor without IMLP; only the backbone's FFNs differ
+# (mmseg's SwinTransformer with every block's FFN an IMLP, r = 2, n = 3).
+#
+# Pretrained weights: as upstream, mmseg's converted Swin-T ImageNet checkpoint; everything
+# but the FFNs loads (IMLP weights reported as newly initialised). To start from an ImageNet
+# Swin-T + IMLP as the paper does, train configs/imlp/swin-t-imlp_16xb64_in1k.py and set
+#   model.backbone.init_cfg=dict(type='Pretrained', checkpoint='<that .pth>')
+_base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
+custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+
+model = dict(
+    pretrained=None,
+    backbone=dict(
+        type='mmposmlp.SegSwinTransformerIMLP',
+        ffn_cfg=dict(type='mmposmlp.IMLP', expansion_ratio=2, kernel_size=3,
+                     dw_norm_cfg=dict(type='SyncBN'))))

@@ -1,0 +1,430 @@
+"""IMLP as a drop-in FFN of upstream vision transformers (IMLP paper, Tables 1, 6, 7).
+
+Registered adapters (each a subclass of the upstream backbone; every block's FFN is
+replaced by ``ffn_cfg``, default ``dict(type='mmposmlp.IMLP')``):
+
+=====================================  ==========================================  ===============
+type                                   subclass of                                 used by
+=====================================  ==========================================  ===============
+``mmposmlp.SwinTransformerIMLP``       ``mmpretrain.SwinTransformer``              ImageNet
+``mmposmlp.VisionTransformerIMLP``     ``mmpretrain.VisionTransformer`` (DeiT)     ImageNet
+``mmposmlp.PoolFormerIMLP``            ``mmpretrain.PoolFormer``                   ImageNet
+``mmposmlp.DetSwinTransformerIMLP``    ``mmdet.SwinTransformer``                   Mask R-CNN
+``mmposmlp.SegSwinTransformerIMLP``    ``mmseg.SwinTransformer``                   UperNet
+=====================================  ==========================================  ===============
+
+Each IMLP config therefore differs from its upstream config only in the backbone ``type``
+and ``ffn_cfg``; all other arguments (and the upstream checkpoint conventions, e.g. mmdet's
+``convert_weights`` of the official Swin release) are the upstream ones.
+
+The token grid reaches the IMLP explicitly: Swin blocks get a ``forward`` that passes
+their ``hw_shape`` to ``ffn(x, hw_shape, identity)`` (the block instances are switched to
+a subclass of their upstream block class; parameters and keys are unchanged), DeiT's
+backbone forward passes the patch resolution to every layer (the cls token gets no spatial
+mixing, see ``IMLP(extra_tokens=...)``), PoolFormer's MLP already sees NCHW maps.
+
+Pretrained weights of the plain upstream model load into the +IMLP model for everything
+but the FFNs: the host FFN keys are dropped and the IMLP keys are reported as newly
+initialised; any other missing key raises (:func:`load_state_dict_checked`). Swin's
+dense-prediction output norms (``norm0``..``norm3``) may be absent from classification
+checkpoints, as upstream.
+
+The upstream libraries are imported only when an adapter is built (or its class is
+accessed as a module attribute), so ``import mmposmlp.models`` never imports mmpretrain,
+mmdet or mmseg.
+"""
+import functools
+import importlib
+import os.path as osp
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as cp
+from mmengine.logging import print_log
+
+from mmposmlp.models.checkpoints import (extract_state_dict, load_state_dict_checked,
+                                         strip_prefix)
+from mmposmlp.models.layers.imlp import IMLP
+from mmposmlp.registry import MODELS
+
+DEFAULT_FFN_CFG = dict(type='mmposmlp.IMLP')
+# Swin's out_indices norms: absent from classification checkpoints (upstream ignores them).
+DENSE_OUTPUT_NORMS = ('norm?.*',)
+
+__all__ = ['build_imlp_ffn', 'load_host_state_dict', 'ADAPTERS']
+
+
+# ---------------------------------------------------------------------------------------
+# generic pieces
+# ---------------------------------------------------------------------------------------
+def build_imlp_ffn(ffn_cfg: Optional[dict], embed_dims: int, feedforward_channels: int,
+                   **host_defaults) -> nn.Module:
+    """Build the replacement FFN of one block.
+
+    ``ffn_cfg`` (``dict(type='mmposmlp.IMLP', kernel_size=5, ...)``) gets
+    ``embed_dims`` / ``feedforward_channels`` (the host's width) from the host block;
+    ``host_defaults`` (``ffn_drop``, ``add_identity``) fill keys the config leaves open.
+    """
+    cfg = dict(DEFAULT_FFN_CFG if ffn_cfg is None else ffn_cfg)
+    t = cfg.pop('type', 'mmposmlp.IMLP')
+    if isinstance(t, type):
+        cls = t
+    elif t in ('IMLP', 'mmposmlp.IMLP'):
+        cls = IMLP
+    else:
+        cls = MODELS.get(t if t.startswith('mmposmlp.') else 'mmposmlp.' + t)
+        if cls is None:
+            raise KeyError(f'ffn_cfg type {t!r} is not registered in mmposmlp (e.g. use mmposmlp.IMLP)')
+    for k, v in host_defaults.items():
+        cfg.setdefault(k, v)
+    return cls(embed_dims=embed_dims, feedforward_channels=feedforward_channels, **cfg)
+
+
+def _ffn_drop_of(ffn: nn.Module) -> float:
+    for m in ffn.modules():
+        if isinstance(m, nn.Dropout):
+            return float(m.p)
+    return 0.
+
+
+def _replace_mmcv_ffn(block: nn.Module, ffn_cfg: Optional[dict]) -> nn.Module:
+    """Replace ``block.ffn`` (an mmcv ``FFN``) by an IMLP with the same residual/drop path."""
+    old = block.ffn
+    gamma = getattr(old, 'gamma2', None)
+    if gamma is not None and not isinstance(gamma, nn.Identity):
+        raise NotImplementedError('IMLP adapters do not support a host FFN with layer scale '
+                                  '(layer_scale_init_value > 0); set it to 0.')
+    linears = [m for m in old.modules() if isinstance(m, nn.Linear)]
+    embed_dims, hidden = linears[0].in_features, linears[0].out_features
+    new = build_imlp_ffn(ffn_cfg, embed_dims, hidden, ffn_drop=_ffn_drop_of(old),
+                         add_identity=bool(getattr(old, 'add_identity', True)))
+    if isinstance(new.dropout_layer, nn.Identity):
+        new.dropout_layer = old.dropout_layer  # the host's DropPath (stochastic depth rate)
+    block.ffn = new
+    return new
+
+
+class IMLPAdapterMixin:
+    """Bookkeeping shared by the adapters: which FFNs are IMLPs, and checkpoint loading."""
+
+    imlp_allowed_missing: Tuple[str, ...] = ()
+
+    def _register_imlp(self, names: List[str]):
+        self.imlp_ffn_names = list(names)
+
+    def imlp_ffn_patterns(self) -> List[str]:
+        return [f'{n}.*' for n in self.imlp_ffn_names]
+
+    def _host_ffn_keys(self, state: Dict[str, torch.Tensor]) -> List[str]:
+        """Keys of ``state`` that belong to a host (non-IMLP) FFN.
+
+        An FFN of the state dict is a host FFN when any of its keys is absent from the IMLP
+        or has another shape; then all its keys are host keys (a PoolFormer ``mlp.fc2.bias``
+        has the IMLP's shape but is still the host's).
+        """
+        own = nn.Module.state_dict(self)
+        host = set()
+        for k, v in state.items():
+            for n in self.imlp_ffn_names:
+                if k.startswith(n + '.') and (k not in own or tuple(own[k].shape) != tuple(v.shape)):
+                    host.add(n)
+        return [k for k in state if any(k.startswith(n + '.') for n in host)]
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Upstream ``init_weights`` (mmdet/mmseg Swin) ends in ``self.load_state_dict(sd, False)``:
+        non-strict loads and any state dict with host-FFN keys go through
+        :func:`load_host_state_dict` (reported, checked); strict loads of IMLP state dicts
+        are plain ``nn.Module.load_state_dict``."""
+        if getattr(self, '_imlp_in_checked_load', False):
+            return nn.Module.load_state_dict(self, state_dict, strict=strict, assign=assign)
+        has_host = bool(self._host_ffn_keys(state_dict))
+        if strict and not has_host:
+            return nn.Module.load_state_dict(self, state_dict, strict=True, assign=assign)
+        return load_host_state_dict(self, state_dict, source='state_dict')
+
+    def _init_imlp_ffns(self):
+        for n in self.imlp_ffn_names:
+            m = self.get_submodule(n)
+            if hasattr(m, 'reset_fc_parameters'):
+                m.reset_fc_parameters()
+
+    def _pretrained_cfg(self) -> Optional[dict]:
+        cfg = getattr(self, 'init_cfg', None)
+        if isinstance(cfg, dict) and cfg.get('type') == 'Pretrained':
+            return cfg
+        return None
+
+    def _load_pretrained_cfg(self, cfg: dict):
+        path = cfg['checkpoint']
+        if osp.isfile(path):
+            from mmposmlp.utils.compat import safe_torch_load
+            ckpt = safe_torch_load(path)
+        else:
+            from mmengine.runner.checkpoint import CheckpointLoader
+            ckpt = CheckpointLoader.load_checkpoint(path, map_location='cpu')
+        state = extract_state_dict(ckpt)
+        state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
+        state = strip_prefix(state, cfg.get('prefix'))
+        return load_host_state_dict(self, state, source=path)
+
+
+def load_host_state_dict(model: nn.Module, state: Dict[str, torch.Tensor], source: str = 'checkpoint',
+                         allowed_missing: Iterable[str] = (), logger=None):
+    """Load a plain (host-FFN) or IMLP checkpoint into an IMLP adapter, loudly.
+
+    Host FFN keys (under a replaced FFN, absent from the IMLP or of another shape) are
+    dropped; the IMLP keys are allowed to be missing and are reported as newly initialised;
+    every other missing key raises :class:`CheckpointMismatchError`.
+    Returns the ``_IncompatibleKeys`` of the load.
+    """
+    dropped = model._host_ffn_keys(state)
+    kept = {k: v for k, v in state.items() if k not in set(dropped)}
+    model._imlp_in_checked_load = True
+    try:
+        result = load_state_dict_checked(
+            model, kept,
+            allowed_missing=tuple(model.imlp_ffn_patterns()) + tuple(model.imlp_allowed_missing)
+            + tuple(allowed_missing),
+            source=source, logger=logger)
+    finally:
+        model._imlp_in_checked_load = False
+    new_ffn = [k for k in result.missing_keys if any(k.startswith(n + '.') for n in model.imlp_ffn_names)]
+    print_log(f'IMLP: {len(dropped)} host-FFN keys of {source} dropped (those FFNs are IMLPs now); '
+              f'{len(new_ffn)} IMLP keys in {len(model.imlp_ffn_names)} FFNs newly initialised '
+              f'(e.g. {new_ffn[:3]})', logger=logger or 'current')
+    model.imlp_load_report = dict(dropped_host_ffn_keys=dropped, new_imlp_keys=new_ffn,
+                                  missing_keys=list(result.missing_keys),
+                                  unexpected_keys=list(result.unexpected_keys))
+    return result
+
+
+def _swin_block_forward(self, x: torch.Tensor, hw_shape):
+    """Swin block (mmpretrain/mmdet/mmseg share this structure) with an hw_shape-aware FFN."""
+
+    def _inner(x):
+        identity = x
+        x = self.attn(self.norm1(x), hw_shape)
+        x = x + identity
+        return self.ffn(self.norm2(x), hw_shape=hw_shape, identity=x)
+
+    if getattr(self, 'with_cp', False) and x.requires_grad:
+        return cp.checkpoint(_inner, x, use_reentrant=False)
+    return _inner(x)
+
+
+# upstream Swin block classes and the names of their IMLP subclasses (module attributes, so
+# that models stay picklable: ``imlp_variants.DetSwinBlockIMLP`` etc. resolve lazily)
+_BLOCK_BASES = {
+    'PretrainSwinBlockIMLP': ('mmpretrain.models.backbones.swin_transformer', 'SwinBlock'),
+    'DetSwinBlockIMLP': ('mmdet.models.backbones.swin', 'SwinBlock'),
+    'SegSwinBlockIMLP': ('mmseg.models.backbones.swin', 'SwinBlock'),
+}
+_BLOCK_CLASSES: Dict[str, type] = {}
+
+
+def _get_block_class(name: str) -> type:
+    if name not in _BLOCK_CLASSES:
+        mod, cls = _BLOCK_BASES[name]
+        base = getattr(importlib.import_module(mod), cls)
+        sub = type(name, (base, ), {
+            'forward': _swin_block_forward,
+            '__doc__': f'{mod}.{cls} whose FFN receives hw_shape (IMLP).',
+            '__module__': __name__,
+        })
+        _BLOCK_CLASSES[name] = sub
+    return _BLOCK_CLASSES[name]
+
+
+def _imlp_block_class(base: type) -> type:
+    """Subclass of an upstream Swin block whose forward passes hw_shape to the FFN."""
+    for name, (mod, cls) in _BLOCK_BASES.items():
+        if base.__module__ == mod and base.__name__ == cls:
+            return _get_block_class(name)
+    raise NotImplementedError(f'no IMLP block for {base.__module__}.{base.__name__}')
+
+
+def _install_swin(backbone: nn.Module, ffn_cfg: Optional[dict]) -> List[str]:
+    names = []
+    for si, stage in enumerate(backbone.stages):
+        for bi, block in enumerate(stage.blocks):
+            _replace_mmcv_ffn(block, ffn_cfg)
+            block.__class__ = _imlp_block_class(type(block))
+            names.append(f'stages.{si}.blocks.{bi}.ffn')
+    return names
+
+
+# ---------------------------------------------------------------------------------------
+# adapters (built on first use)
+# ---------------------------------------------------------------------------------------
+def _make_mmpretrain() -> Dict[str, type]:
+    from mmpretrain.models.backbones import PoolFormer, SwinTransformer, VisionTransformer
+    from mmpretrain.models.utils import resize_pos_embed
+
+    class _PretrainedInitMixin(IMLPAdapterMixin):
+
+        def init_weights(self):
+            cfg = self._pretrained_cfg()
+            if cfg is None:
+                return super().init_weights()
+            # random init of everything (IMLPs included), then the checked load
+            self.init_cfg = None
+            try:
+                super().init_weights()
+            finally:
+                self.init_cfg = cfg
+            self._load_pretrained_cfg(cfg)
+
+    class SwinTransformerIMLP(_PretrainedInitMixin, SwinTransformer):
+        """mmpretrain ``SwinTransformer`` whose FFNs are IMLPs (Table 1: Swin-T/S/B + IMLP).
+
+        Args:
+            ffn_cfg (dict): config of the replacement FFN. Default ``dict(type='mmposmlp.IMLP')``
+                (r = 2, n = 3); Swin-B + IMLP* of Table 1 uses ``kernel_size=5``.
+            **kwargs: the arguments of mmpretrain's ``SwinTransformer``.
+        """
+        imlp_allowed_missing = DENSE_OUTPUT_NORMS
+
+        def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._register_imlp(_install_swin(self, ffn_cfg))
+
+    class VisionTransformerIMLP(_PretrainedInitMixin, VisionTransformer):
+        """mmpretrain ``VisionTransformer`` (DeiT archs) whose FFNs are IMLPs (Table 1).
+
+        The cls token gets no spatial mixing (``IMLP(extra_tokens=...)``); the patch tokens
+        form the ``patch_resolution`` grid. Args: ``ffn_cfg`` as :class:`SwinTransformerIMLP`, plus mmpretrain's args.
+        """
+
+        def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
+            super().__init__(*args, **kwargs)
+            names = []
+            for i, layer in enumerate(self.layers):
+                if not hasattr(layer, 'ffn') or not hasattr(layer.ffn, 'layers'):
+                    raise NotImplementedError('VisionTransformerIMLP supports ffn_type="origin" only')
+                ffn = _replace_mmcv_ffn(layer, ffn_cfg)
+                if ffn.num_extra_tokens is None:
+                    ffn.num_extra_tokens = self.num_extra_tokens
+                names.append(f'layers.{i}.ffn')
+            self._register_imlp(names)
+
+        def forward(self, x):
+            B = x.shape[0]
+            x, patch_resolution = self.patch_embed(x)
+            if self.cls_token is not None:
+                x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+            x = x + resize_pos_embed(self.pos_embed, self.patch_resolution, patch_resolution,
+                                     mode=self.interpolate_mode, num_extra_tokens=self.num_extra_tokens)
+            x = self.pre_norm(self.drop_after_pos(x))
+            outs = []
+            for i, layer in enumerate(self.layers):
+                x = x + layer.attn(layer.ln1(x))
+                x = layer.ffn(layer.ln2(x), hw_shape=patch_resolution, identity=x)
+                if i == len(self.layers) - 1 and self.final_norm:
+                    x = self.ln1(x)
+                if i in self.out_indices:
+                    outs.append(self._format_output(x, patch_resolution))
+            return tuple(outs)
+
+    class PoolFormerIMLP(_PretrainedInitMixin, PoolFormer):
+        """mmpretrain ``PoolFormer`` whose channel MLPs (1x1 convs on NCHW) are IMLPs (Table 1).
+
+        Args: ``ffn_cfg`` as :class:`SwinTransformerIMLP`; M48 + IMLP* uses ``kernel_size=5``.
+        """
+
+        def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
+            super().__init__(*args, **kwargs)
+            names = []
+            for i, stage in enumerate(self.network):
+                if not isinstance(stage, nn.Sequential):
+                    continue  # a downsampling PatchEmbed
+                for j, block in enumerate(stage):
+                    old = block.mlp
+                    block.mlp = build_imlp_ffn(ffn_cfg, old.fc1.in_channels, old.fc1.out_channels,
+                                               ffn_drop=float(old.drop.p), add_identity=False)
+                    names.append(f'network.{i}.{j}.mlp')
+            self._register_imlp(names)
+
+    return dict(SwinTransformerIMLP=SwinTransformerIMLP, VisionTransformerIMLP=VisionTransformerIMLP,
+                PoolFormerIMLP=PoolFormerIMLP)
+
+
+def _make_dense_swin(lib: str) -> Dict[str, type]:
+    SwinTransformer = importlib.import_module(f'{lib}.models.backbones.swin').SwinTransformer
+    name = {'mmdet': 'DetSwinTransformerIMLP', 'mmseg': 'SegSwinTransformerIMLP'}[lib]
+
+    def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
+        SwinTransformer.__init__(self, *args, **kwargs)
+        self._register_imlp(_install_swin(self, ffn_cfg))
+
+    def init_weights(self):
+        # Upstream init: from scratch it inits every Linear (IMLPs included); with a
+        # Pretrained init_cfg it converts/strips/resizes and calls self.load_state_dict,
+        # which the mixin routes through load_host_state_dict. IMLPs are initialised first.
+        self._init_imlp_ffns()
+        SwinTransformer.init_weights(self)
+
+    cls = type(name, (IMLPAdapterMixin, SwinTransformer), {
+        '__init__': __init__, 'init_weights': init_weights,
+        'imlp_allowed_missing': DENSE_OUTPUT_NORMS,
+        '__doc__': f"""``{lib}.SwinTransformer`` whose FFNs are IMLPs ({'Table 6, Mask R-CNN'
+        if lib == 'mmdet' else 'Table 7, UperNet'}).
+
+        Args:
+            ffn_cfg (dict): config of the replacement FFN. Default ``dict(type='mmposmlp.IMLP')``.
+            **kwargs: the arguments of {lib}'s ``SwinTransformer`` (same config keys as
+                the upstream {lib} Swin configs, e.g. ``convert_weights`` for mmdet).
+        """})
+    return {name: cls}
+
+
+_FACTORIES = {
+    'SwinTransformerIMLP': _make_mmpretrain,
+    'VisionTransformerIMLP': _make_mmpretrain,
+    'PoolFormerIMLP': _make_mmpretrain,
+    'DetSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmdet'),
+    'SegSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmseg'),
+}
+_REQUIRES = {'SwinTransformerIMLP': 'mmpretrain', 'VisionTransformerIMLP': 'mmpretrain',
+             'PoolFormerIMLP': 'mmpretrain', 'DetSwinTransformerIMLP': 'mmdet',
+             'SegSwinTransformerIMLP': 'mmseg'}
+ADAPTERS = tuple(_FACTORIES)
+_CLASSES: Dict[str, type] = {}
+
+
+def get_adapter_class(name: str) -> type:
+    """The adapter class ``name`` (imports its upstream library on first use)."""
+    if name not in _FACTORIES:
+        raise KeyError(f'unknown IMLP adapter {name!r}; valid: {list(_FACTORIES)}')
+    if name not in _CLASSES:
+        try:
+            made = _FACTORIES[name]()
+        except ImportError as e:
+            raise ImportError(f'{name} needs {_REQUIRES[name]} (pip install {_REQUIRES[name]}): {e}') from e
+        for k, c in made.items():
+            c.__module__ = __name__
+            c.__qualname__ = k
+            _CLASSES[k] = c
+    return _CLASSES[name]
+
+
+def __getattr__(name):  # PEP 562: lazy classes, picklable as imlp_variants.<name>
+    if name in _FACTORIES:
+        return get_adapter_class(name)
+    if name in _BLOCK_BASES:
+        return _get_block_class(name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def _register_builder(name: str):
+
+    def build(*args, **kwargs):
+        return get_adapter_class(name)(*args, **kwargs)
+
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = f'Build :class:`{name}` (see mmposmlp.models.backbones.imlp_variants).'
+    MODELS.register_module(name=name, module=build)
+
+
+for _name in _FACTORIES:
+    _register_builder(_name)
