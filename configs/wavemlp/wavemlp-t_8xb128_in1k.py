@@ -30,7 +30,14 @@ model = dict(
 
 # 8 GPUs x 128 = 1024; timm repeated augmentation (3 repeats)
 train_dataloader = dict(batch_size=128, sampler=dict(type='RepeatAugSampler', shuffle=True))
-val_dataloader = dict(batch_size=128)
+# official evaluation: crop_pct 0.9 (T*/T/S/M) -> bicubic resize of the short side to 248, crop 224
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='ResizeEdge', scale=248, edge='short', backend='pillow', interpolation='bicubic'),
+    dict(type='CenterCrop', crop_size=224),
+    dict(type='PackInputs'),
+]
+val_dataloader = dict(batch_size=128, dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
 optim_wrapper = dict(

@@ -83,17 +83,18 @@ class WaveMLP(BaseModule):
 
     Archs (paper Table 2/8 and the official model definitions; T* = ``'t-dw'``):
 
-    ======  ===========  ==================  ==========  =============  ==========  =========  ========
-    arch    depths       embed_dims          mlp_ratios  norm           stem/ds norm phase      params*
-    ======  ===========  ==================  ==========  =============  ==========  =========  ========
-    t-dw    2,2,4,2      64,128,320,512      4,4,4,4     BN             yes          depthwise  15.29M
-    t       2,2,4,2      64,128,320,512      4,4,4,4     BN             yes          fc         17.19M
-    s       2,3,10,3     64,128,320,512      4,4,4,4     GN(1, C)       yes          fc         30.71M
-    m       3,4,18,3     64,128,320,512      8,8,4,4     GN(1, C)       no           fc         44.06M
-    b       2,2,18,2     96,192,384,768      4,4,4,4     GN(1, C)       no           fc         63.59M
-    ======  ===========  ==================  ==========  =============  ==========  =========  ========
+    ====  ========  ==============  ==========  ========  =======  =========  =======
+    arch  depths    embed_dims      mlp_ratios  norm      ds norm  phase      params*
+    ====  ========  ==============  ==========  ========  =======  =========  =======
+    t-dw  2,2,4,2   64,128,320,512  4,4,4,4     BN        yes      depthwise  15.29M
+    t     2,2,4,2   64,128,320,512  4,4,4,4     BN        yes      fc         17.19M
+    s     2,3,10,3  64,128,320,512  4,4,4,4     GN(1,C)   yes      fc         30.71M
+    m     3,4,18,3  64,128,320,512  8,8,4,4     GN(1,C)   no       fc         44.06M
+    b     2,2,18,2  96,192,384,768  4,4,4,4     GN(1,C)   no       fc         63.59M
+    ====  ========  ==============  ==========  ========  =======  =========  =======
 
-    (* with the 1000-class linear head.) The phase-estimation norm is BatchNorm in every arch.
+    (* with the 1000-class linear head; "ds norm" = norms after the stem and downsamples,
+    the official ``ds_use_norm``.) The phase-estimation norm is BatchNorm in every arch.
 
     Args:
         arch (str | dict): a name above (aliases ``tiny-dw``, ``tiny``, ``small``, ``medium``,
