@@ -98,10 +98,10 @@ class PosMLPStage(nn.Module):
             if shift not in layouts:
                 layouts[shift] = make_layout(x, valid, self.window, shift)
             layout = layouts[shift]
-            if layout is not current:
-                if current is not None:
-                    x = current.reverse(windows)
+            if current is None:
                 windows, current = layout.partition(x), layout
+            elif layout is not current:
+                windows, current = current.convert(windows, layout), layout
             if self.with_cp and windows.requires_grad:
                 windows = cp.checkpoint(block, windows, layout, use_reentrant=False)
             else:

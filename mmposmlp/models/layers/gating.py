@@ -96,11 +96,12 @@ class PositionalGatingUnit(nn.Module):
             u = self.norm(u)
         patterns = layout.patterns if layout is not None else None
         base, masked = self.mixing.matrices(patterns)
-        if masked is None:
-            out = apply_token_mixing(base, u)
-        else:
-            out = torch.empty_like(u)
-            for k, idx in enumerate(layout.pattern_windows):
+        out = apply_token_mixing(base, u)
+        if masked is not None:
+            # windows that need a mask (padding, shift seams) are recomputed; interior windows,
+            # usually the majority, keep the unmasked result (no gather/scatter of the bulk)
+            for k in layout.masked_patterns:
+                idx = layout.pattern_windows[k]
                 out[:, idx] = apply_token_mixing(masked[k], u[:, idx])
         out = out + self.token_bias.to(out.dtype)[None, None, :, None]
         return out * v

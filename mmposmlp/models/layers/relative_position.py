@@ -19,6 +19,7 @@ Masks (padding, shifted windows) act on keys: ``-inf`` before the softmax for GQ
 weight for LRPE and the dense matrix.
 """
 import math
+from functools import lru_cache
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -44,6 +45,13 @@ def relative_offsets(window: Sequence[int]) -> torch.Tensor:
 def relative_position_index(window: Sequence[int]) -> torch.Tensor:
     """Swin-style ``(N, N)`` index of the offset ``p_query - p_key`` into a table of
     ``prod(2w - 1)`` entries (mixed radix, first axis most significant)."""
+    with torch.device('cpu'):  # the cache must never hold a meta/cuda tensor of a default-device context
+        return _relative_position_index(tuple(int(w) for w in window)).clone()
+
+
+@lru_cache(maxsize=64)
+def _relative_position_index(window: Tuple[int, ...]) -> torch.Tensor:
+    # cached: every block of a stage builds the same index (3D video windows: 3136^2 entries)
     c = window_coords(window)
     d = c[:, None, :] - c[None, :, :] + torch.tensor(window) - 1
     index = torch.zeros(d.shape[:2], dtype=torch.long)

@@ -124,6 +124,25 @@ def _window_masks_on(padded, valid, window, shift, device: str):
     return patterns.to(device), window_pattern.to(device), [i.to(device) for i in pattern_windows]
 
 
+@lru_cache(maxsize=256)
+def _slot_positions(padded: Tuple[int, ...], window: Tuple[int, ...], shift: Tuple[int, ...]) -> torch.Tensor:
+    """Flat map position held by every (window, token) slot of a layout: ``(nW * N,)``."""
+    pos = torch.arange(math.prod(padded)).view(1, *padded, 1)
+    if any(shift):
+        pos = torch.roll(pos, [-s for s in shift], tuple(range(1, 1 + len(padded))))
+    return window_partition(pos, window).flatten()
+
+
+@lru_cache(maxsize=256)
+def _transition_index(padded, window, shift_from, shift_to, device: str) -> torch.Tensor:
+    """Gather index taking windows of one shift to windows of another in one copy."""
+    src = _slot_positions(padded, window, shift_from)
+    dst = _slot_positions(padded, window, shift_to)
+    inverse = torch.empty_like(src)
+    inverse[src] = torch.arange(src.numel())
+    return inverse[dst].to(device)
+
+
 class WindowLayout:
     """How one stage's padded map is (optionally shifted and) cut into windows.
 
@@ -150,6 +169,9 @@ class WindowLayout:
             # ``pattern_windows``: window indices per pattern, precomputed (no data-dependent
             # ops in forward, so torch.compile sees a static graph)
             self.patterns, self.window_pattern, self.pattern_windows = masks
+        # patterns that actually mask something (an all-True pattern equals no mask)
+        self.masked_patterns = [] if self.patterns is None else [
+            k for k in range(self.patterns.shape[0]) if not bool(self.patterns[k].all())]
         self._dims = tuple(range(1, 1 + len(self.padded)))
 
     @property
@@ -161,6 +183,13 @@ class WindowLayout:
         if any(self.shift):
             x = torch.roll(x, [-s for s in self.shift], self._dims)
         return window_partition(x, self.window)
+
+    def convert(self, windows: torch.Tensor, target: 'WindowLayout') -> torch.Tensor:
+        """Windows of this layout -> windows of ``target`` (same padded map, other shift), as
+        one gather instead of reverse + roll + partition."""
+        index = _transition_index(self.padded, self.window, self.shift, target.shift, str(windows.device))
+        B, nW, N, C = windows.shape
+        return windows.reshape(B, nW * N, C).index_select(1, index).view(B, nW, N, C)
 
     def reverse(self, windows: torch.Tensor) -> torch.Tensor:
         x = window_reverse(windows, self.window, self.padded)
