@@ -1,0 +1,5 @@
+# Ablation: Table 3: PoSGU only.
+# Trained without pre-training (as the paper's Tables 3/5/7/8).
+_base_ = './posmlp-video-s_4xb8-u16-60e_sthv1-rgb.py'
+
+model = dict(backbone=dict(block_type='PoSGU', init_cfg=None))
