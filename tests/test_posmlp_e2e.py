@@ -28,33 +28,40 @@ def toy_cwd(tmp_path, toy_data):
     return tmp_path
 
 
-def train_and_test(config, cwd, train_opts, test_opts=()):
+def train_and_test(config, cwd, train_opts, test_opts=None):
+    """tools/train.py (training + validation); with ``test_opts`` also tools/test.py on the
+    checkpoint it wrote."""
     work = os.path.join(cwd, 'work')
     log = run_tool([os.path.join(ROOT, 'tools', 'train.py'), config, '--work-dir', work,
                     '--cfg-options', *train_opts], cwd)
     with open(os.path.join(work, 'last_checkpoint')) as f:
         ckpt = f.read().strip()
     assert os.path.isfile(ckpt)
-    log += run_tool([os.path.join(ROOT, 'tools', 'test.py'), config, ckpt, '--work-dir',
-                     os.path.join(cwd, 'test'), *(['--cfg-options', *test_opts] if test_opts else [])], cwd)
+    if test_opts is not None:
+        test_log = run_tool([os.path.join(ROOT, 'tools', 'test.py'), config, ckpt, '--work-dir',
+                             os.path.join(cwd, 'test'), '--cfg-options', *test_opts], cwd)
+        assert 'Epoch(test)' in test_log, test_log[-3000:]
+        log += test_log
     return log
 
 
 DET_OPTS = ['train_dataloader.dataset.indices=4', 'val_dataloader.dataset.indices=2',
             'test_dataloader.dataset.indices=2', 'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
             'default_hooks.checkpoint.interval=1']
+# an untrained detector scores below the default 0.05: keep every box so the metric has input
+KEEP_ALL = {'mask': ['model.test_cfg.rcnn.score_thr=0.0'], 'retina': ['model.test_cfg.score_thr=0.0']}
 
 
 def test_mask_rcnn_posmlp_t_toy(toy_cwd):
-    log = train_and_test(os.path.join(TOY, 'mask-rcnn_posmlp-t_1x_toy-coco.py'), str(toy_cwd), DET_OPTS,
-                         ['test_dataloader.dataset.indices=2'])
+    log = train_and_test(os.path.join(TOY, 'mask-rcnn_posmlp-t_1x_toy-coco.py'), str(toy_cwd),
+                         DET_OPTS + KEEP_ALL['mask'], ['test_dataloader.dataset.indices=2'] + KEEP_ALL['mask'])
     assert re.search(r'coco/bbox_mAP: [\d.]+', log), log[-3000:]
     assert re.search(r'coco/segm_mAP: [\d.]+', log)
 
 
 def test_retinanet_posmlp_t_toy(toy_cwd):
-    log = train_and_test(os.path.join(TOY, 'retinanet_posmlp-t_1x_toy-coco.py'), str(toy_cwd), DET_OPTS,
-                         ['test_dataloader.dataset.indices=2'])
+    log = train_and_test(os.path.join(TOY, 'retinanet_posmlp-t_1x_toy-coco.py'), str(toy_cwd),
+                         DET_OPTS + KEEP_ALL['retina'])
     assert re.search(r'coco/bbox_mAP: [\d.]+', log), log[-3000:]
 
 
@@ -64,7 +71,7 @@ SEG_OPTS = ['train_cfg.max_iters=2', 'train_cfg.val_interval=2', 'default_hooks.
 
 @pytest.mark.parametrize('config', ['fpn_posmlp-t_toy-ade20k.py', 'upernet_posmlp-t_toy-ade20k.py'])
 def test_segmentors_posmlp_t_toy(toy_cwd, config):
-    log = train_and_test(os.path.join(TOY, config), str(toy_cwd), SEG_OPTS, ['test_dataloader.dataset.indices=2'])
+    log = train_and_test(os.path.join(TOY, config), str(toy_cwd), SEG_OPTS)
     assert re.search(r'mIoU: [\d.]+', log), log[-3000:]
 
 

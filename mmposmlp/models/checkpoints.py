@@ -11,7 +11,7 @@ from mmengine.logging import MMLogger, print_log
 
 from mmposmlp.utils.compat import safe_torch_load
 
-STATE_DICT_KEYS = ('state_dict_ema', 'model_ema', 'state_dict', 'model', 'module')
+STATE_DICT_KEYS = ('state_dict_ema', 'model_ema', 'state_dict', 'model', 'model_state', 'module')
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -19,14 +19,16 @@ class CheckpointMismatchError(RuntimeError):
 
 
 def extract_state_dict(ckpt, prefer_ema: bool = False) -> Dict[str, torch.Tensor]:
-    """Unwrap ``{'state_dict': ...}``, timm's ``state_dict_ema``, DeiT's ``model``, etc.
+    """Unwrap ``{'state_dict': ...}``, timm's ``state_dict_ema``, DeiT's ``model``, SlowFast's
+    ``model_state``, etc.
 
     ``prefer_ema`` picks the EMA weights when both are present (the official PosMLP
     release evaluates the EMA model).
     """
     if not isinstance(ckpt, dict):
         raise CheckpointMismatchError(f'expected a dict checkpoint, got {type(ckpt).__name__}')
-    keys = STATE_DICT_KEYS if prefer_ema else ('state_dict', 'model', 'module', 'state_dict_ema', 'model_ema')
+    keys = STATE_DICT_KEYS if prefer_ema else ('state_dict', 'model', 'model_state', 'module', 'state_dict_ema',
+                                               'model_ema')
     for k in keys:
         if k in ckpt and isinstance(ckpt[k], dict):
             return dict(ckpt[k])
