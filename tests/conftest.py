@@ -14,3 +14,51 @@ os.environ.setdefault('OMP_NUM_THREADS', '2')
 @pytest.fixture(scope='session')
 def repo_root():
     return ROOT
+
+
+@pytest.fixture(scope='session')
+def toy_data(tmp_path_factory):
+    """Root of the toy datasets (coco/, ade/, kinetics400/, imagenet/), generated once per session."""
+    from mmposmlp.datasets.toy import make_toy_datasets
+    root = tmp_path_factory.mktemp('toy_data')
+    make_toy_datasets(str(root), seed=0)
+    return str(root)
+
+
+@pytest.fixture(scope='session')
+def slurm_cluster(tmp_path_factory):
+    """A throw-away single-node Slurm cluster (tools/misc/slurm_cluster.sh): yields its env (SLURM_CONF, PATH).
+
+    Needs root and Debian's slurm packages (installed with apt if missing, ~5 s); skipped otherwise. The
+    daemons (own munge key, config in a temp dir) are stopped by pid in a finally.
+    """
+    import shutil
+    import socket
+    import subprocess
+    if os.geteuid() != 0:
+        pytest.skip('the Slurm cluster fixture needs root (munged, slurmd)')
+    if shutil.which('slurmctld') is None and shutil.which('apt-get') is None:
+        pytest.skip('Slurm is not installed and apt-get is not available')
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(('', 0))
+            return s.getsockname()[1]
+
+    import tempfile
+    # munged needs o+x on every parent of its socket; pytest's tmp dirs are 0700
+    base = tempfile.mkdtemp(prefix='mmposmlp-slurm-', dir='/tmp')
+    os.chmod(base, 0o755)
+    recipe = os.path.join(ROOT, 'tools', 'misc', 'slurm_cluster.sh')
+    env = dict(os.environ, CTLD_PORT=str(free_port()), SLURMD_PORT=str(free_port()), FAKE_GPUS='0',
+               PARTITION='debug')
+    try:
+        res = subprocess.run(['bash', recipe, 'up', base], env=env, capture_output=True, text=True, timeout=300)
+        if res.returncode in (3, 4):
+            pytest.skip(f'cannot start a Slurm cluster here (rc={res.returncode}): {res.stderr.strip()[-300:]}')
+        assert res.returncode == 0, res.stderr[-3000:]
+        venv_bin = os.path.dirname(sys.executable)
+        yield dict(SLURM_CONF=os.path.join(base, 'etc', 'slurm.conf'), PARTITION='debug',
+                   PATH=venv_bin + os.pathsep + os.environ.get('PATH', ''))
+    finally:
+        subprocess.run(['bash', recipe, 'down', base], env=env, capture_output=True, timeout=120)

@@ -21,6 +21,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from mmposmlp.models.checkpoints import load_pretrained
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.registry import MODELS
+from .base import FrozenStagesMixin
 from .pvt_peg import build_ffn
 
 
@@ -71,7 +72,7 @@ class CPVTBlock(BaseModule):
 
 
 @MODELS.register_module()
-class CPVT(BaseModule):
+class CPVT(FrozenStagesMixin, BaseModule):
     """Conditional Position encoding Vision Transformer (CPVT-Ti/S/B).
 
     Architectures (CPVT Table 9 = DeiT; params with 1000-class head, 5 PEGs, cls token)::
@@ -103,8 +104,8 @@ class CPVT(BaseModule):
         ffn_cfg (dict, optional): channel MLP (default :class:`mmposmlp.PVTMlp`), built with
             embed_dims / feedforward_channels / ffn_drop and called as ``ffn(x, hw_shape)``; with
             a cls token ``x`` holds ``1 + H*W`` tokens (the leading token is not on the grid).
-        frozen_stages (int): freeze patch embed, cls token and the first ``frozen_stages`` blocks
-            with the PEGs placed before them.
+        frozen_stages (int): -1 none; 0 the patch embed and cls token; ``k`` also the first ``k``
+            blocks with the PEGs placed before them (shared convention, ``FrozenStagesMixin``).
         norm_eval, with_cp, init_cfg: as usual (Pretrained init raises on missing keys).
     """
     arch_zoo = {
@@ -210,27 +211,13 @@ class CPVT(BaseModule):
             if self.with_cls_token:
                 nn.init.trunc_normal_(self.cls_token, std=.02)
 
-    def _freeze_stages(self):
-        if self.frozen_stages <= 0:
-            return
+    def _frozen_modules(self):
         mods = [self.patch_embed, self.drop_after_pos]
         mods += [self.layers[i] for i in range(min(self.frozen_stages, self.num_layers))]
-        mods += [self.pegs[i] for p, i in self._peg_index.items() if p < self.frozen_stages]
-        if self.with_cls_token:
-            self.cls_token.requires_grad = False
-        for m in mods:
-            m.eval()
-            for p in m.parameters():
-                p.requires_grad = False
+        return mods + [self.pegs[i] for p, i in self._peg_index.items() if p < self.frozen_stages]
 
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
+    def _frozen_parameters(self):
+        return [self.cls_token] if self.with_cls_token else []
 
     def _peg(self, pos, x, hw):
         idx = self._peg_index.get(pos)

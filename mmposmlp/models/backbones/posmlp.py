@@ -13,6 +13,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.registry import MODELS
 from ..checkpoints import load_pretrained
+from .base import FrozenStagesMixin
 from ..layers.gating import GATE_TYPES, PositionalGatingUnit
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
 
@@ -111,7 +112,7 @@ class PosMLPStage(nn.Module):
 
 
 @MODELS.register_module()
-class PosMLP(BaseModule):
+class PosMLP(FrozenStagesMixin, BaseModule):
     """PosMLP backbone: ConvPE stem, four stages of ConvPM + PosMLP blocks with the positional
     spatial gating unit (PoSGU), paper `Parameterization of Cross-Token Relations with Relative
     Positional Encoding for Vision MLP <https://arxiv.org/abs/2207.07284>`_.
@@ -294,24 +295,10 @@ class PosMLP(BaseModule):
         return tuple(outs)
 
     # ------------------------------------------------------------------ train-mode policy
-    def _freeze_stages(self):
-        if self.frozen_stages < 0:
-            return
+    def _frozen_modules(self):
         frozen = [self.patch_embed] + [self.stages[i] for i in range(min(self.frozen_stages, len(self.stages)))]
-        frozen += [getattr(self, f'norm{i}') for i in self.out_indices if i < self.frozen_stages and self.out_norm]
-        for m in frozen:
-            m.eval()
-            for p in m.parameters():
-                p.requires_grad = False
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
+        return frozen + [getattr(self, f'norm{i}') for i in self.out_indices
+                         if i < self.frozen_stages and self.out_norm]
 
 
 # ---------------------------------------------------------------------- official checkpoints

@@ -20,6 +20,7 @@ from mmengine.model.weight_init import trunc_normal_
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.registry import MODELS
+from .base import FrozenStagesMixin
 from ..checkpoints import load_pretrained
 from ..layers.gating import PositionalGatingUnit
 from ..layers.relative_position import LearnedPositionMixing
@@ -218,7 +219,7 @@ class PosMLPVideoStage(nn.Module):
 
 
 @MODELS.register_module()
-class PosMLPVideo(BaseModule):
+class PosMLPVideo(FrozenStagesMixin, BaseModule):
     """PosMLP-Video backbone for mmaction2 ``Recognizer3D``, paper `PosMLP-Video: Spatial and
     Temporal Relative Position Encoding for Efficient Video Recognition
     <https://arxiv.org/abs/2407.02934>`_ (IJCV 2024), Table 2, Fig. 2-4.
@@ -447,25 +448,11 @@ class PosMLPVideo(BaseModule):
         return feats
 
     # ------------------------------------------------------------------ train-mode policy
-    def _freeze_stages(self):
-        if self.frozen_stages < 0:
-            return
+    def _frozen_modules(self):
         frozen = [self.patch_embed] + [self.stages[i] for i in range(min(self.frozen_stages, len(self.stages)))]
         if self.out_norm:
             frozen += [getattr(self, f'norm{i}') for i in self.out_indices if i < self.frozen_stages]
-        for m in frozen:
-            m.eval()
-            for p in m.parameters():
-                p.requires_grad = False
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
+        return frozen
 
 
 # ---------------------------------------------------------------------- official checkpoints

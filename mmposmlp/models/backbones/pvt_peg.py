@@ -23,6 +23,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from mmposmlp.models.checkpoints import load_pretrained
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.registry import MODELS
+from .base import FrozenStagesMixin
 
 
 @MODELS.register_module()
@@ -140,7 +141,7 @@ class PatchEmbedFloor(BaseModule):
 
 
 @MODELS.register_module()
-class PVTPEG(BaseModule):
+class PVTPEG(FrozenStagesMixin, BaseModule):
     """PVT v1 with PEG instead of absolute position embeddings (CPVT Table 13; = Twins PCPVT).
 
     Architectures (PVT v1 Table 1 settings; CPVT Table 13; Twins ``pcpvt_*_v0``)::
@@ -174,8 +175,9 @@ class PVTPEG(BaseModule):
         ffn_cfg (dict, optional): channel MLP config (default :class:`PVTMlp`); it is built
             with ``embed_dims``, ``feedforward_channels=mlp_ratio*C`` and ``ffn_drop=drop_rate``
             and called as ``ffn(x, (H, W))`` on (B, H*W, C) tokens.
-        frozen_stages (int): stages 0..frozen_stages-1 (patch embed, blocks, PEG, norm) are
-            frozen (eval mode, no grad). -1: none.
+        frozen_stages (int): -1 none; 0 the first patch embed (the stem); ``k`` stages
+            0..k-1 (patch embed, blocks, PEG, norm) in eval mode without gradients (shared
+            convention, ``FrozenStagesMixin``).
         norm_eval (bool): keep BatchNorm layers (e.g. in a PEG variant) in eval mode.
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=...)``
@@ -308,24 +310,13 @@ class PVTPEG(BaseModule):
                     normal_init(m, 0, math.sqrt(2.0 / fan_out), bias=0.)
 
     # ------------------------------------------------------------------ train helpers
-    def _freeze_stages(self):
+    def _frozen_modules(self):
+        mods = [self.patch_embeds[0]]  # the stem (frozen_stages=0)
         for i in range(min(self.frozen_stages, self.num_stages)):
-            mods = [self.patch_embeds[i], self.stages[i], self.pegs[i]]
+            mods += [self.patch_embeds[i], self.stages[i], self.pegs[i]]
             if self.norm_after_stage[i]:
                 mods.append(getattr(self, f'norm{i}'))
-            for m in mods:
-                m.eval()
-                for p in m.parameters():
-                    p.requires_grad = False
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
+        return mods
 
     # ------------------------------------------------------------------ forward
     def forward(self, x):

@@ -18,6 +18,7 @@ from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.registry import MODELS
+from .base import FrozenStagesMixin
 from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN  # noqa: F401  (registers WaveMLPFFN)
 
 BN = dict(type='BN')
@@ -78,7 +79,7 @@ def build_ffn(ffn_cfg: Optional[dict], embed_dims: int, mlp_ratio: float) -> nn.
 
 
 @MODELS.register_module()
-class WaveMLP(BaseModule):
+class WaveMLP(FrozenStagesMixin, BaseModule):
     """Wave-MLP backbone (`An Image Patch is a Wave <https://arxiv.org/abs/2111.12294>`_).
 
     Archs (paper Table 2/8 and the official model definitions; T* = ``'t-dw'``):
@@ -115,8 +116,9 @@ class WaveMLP(BaseModule):
             (see :func:`build_ffn`). Defaults to ``mmposmlp.WaveMLPFFN`` (official ``Mlp``).
         drop_rate (float): dropout after each PATM projection.
         drop_path_rate (float): stochastic depth, linearly increasing over all blocks.
-        frozen_stages (int): 0 freezes nothing; ``k`` freezes the stem, the first ``k`` stages,
-            the downsamples between them and their output norms.
+        frozen_stages (int): -1 freezes nothing, 0 the stem, ``k`` the stem, the first ``k``
+            stages, the downsamples between them and their output norms (shared convention,
+            :class:`~mmposmlp.models.backbones.base.FrozenStagesMixin`).
         norm_eval (bool): keep every BatchNorm in eval mode during training.
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=None)``
@@ -154,7 +156,7 @@ class WaveMLP(BaseModule):
                  ffn_cfg: Optional[dict] = None,
                  drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
-                 frozen_stages: int = 0,
+                 frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
                  init_cfg: Optional[dict] = None):
@@ -179,8 +181,8 @@ class WaveMLP(BaseModule):
             if not 0 <= i < self.num_stages:
                 raise ValueError(f'out_indices must be in [0, {self.num_stages}), got {i}')
         self.out_indices = sorted(set(out_indices))
-        if not 0 <= frozen_stages <= self.num_stages:
-            raise ValueError(f'frozen_stages must be in [0, {self.num_stages}], got {frozen_stages}')
+        if not -1 <= frozen_stages <= self.num_stages:
+            raise ValueError(f'frozen_stages must be in [-1, {self.num_stages}], got {frozen_stages}')
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
 
@@ -262,9 +264,7 @@ class WaveMLP(BaseModule):
         return tuple(getattr(self, f'norm{i}')(feats[i]) for i in self.out_indices)
 
     # ------------------------------------------------------------------ train utils
-    def _freeze_stages(self):
-        if self.frozen_stages <= 0:
-            return
+    def _frozen_modules(self):
         modules = [self.patch_embed]
         for i in range(self.frozen_stages):
             if i > 0:
@@ -272,19 +272,7 @@ class WaveMLP(BaseModule):
             modules.append(self.stages[i])
             if i in self.out_indices:
                 modules.append(getattr(self, f'norm{i}'))
-        for m in modules:
-            m.eval()
-            for p in m.parameters():
-                p.requires_grad = False
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
+        return modules
 
     # ------------------------------------------------------------------ weights
     def init_weights(self):
