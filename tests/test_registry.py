@@ -18,12 +18,33 @@ UPSTREAM = {
     'mmaction3d': 'mmaction::recognition/i3d/i3d_imagenet-pretrained-r50_8xb8-32x2x1-100e_kinetics400-rgb.py',
 }
 
-# backbone -> (small kwargs, per-stage channels, scopes it fits)
+# backbone -> (small kwargs, per-stage channels, scopes it fits). 'mmaction' is a 2D recognizer
+# (TSN, through SingleTensorBackbone), 'mmaction3d' a 3D one (I3D head).
 IMAGE_SCOPES = ('mmdet', 'mmseg', 'mmpretrain', 'mmaction')
+SWIN = dict(embed_dims=32, depths=[1, 1, 1, 1], num_heads=[1, 2, 2, 4])
 BACKBONES = {
     'PosMLP': (dict(arch=dict(embed_dims=[16, 32, 64, 128], depths=[1, 1, 1, 1], groups=[2, 4, 8, 16],
                               mlp_ratios=[2, 2, 2, 2], window_sizes=[7, 7, 7, 7])), [16, 32, 64, 128], IMAGE_SCOPES),
+    'WaveMLP': (dict(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], mlp_ratios=[2, 2, 2, 2])),
+                [8, 16, 24, 32], IMAGE_SCOPES),
+    'PVTPEG': (dict(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+                              mlp_ratios=[2, 2, 2, 2], sr_ratios=[8, 4, 2, 1])), [8, 16, 24, 32], IMAGE_SCOPES),
+    'CPVT': (dict(arch=dict(embed_dims=32, num_layers=6, num_heads=2, feedforward_channels=64)), [32],
+             ('mmpretrain', )),
+    'PosMLPVideo': (dict(arch=dict(embed_dims=[8, 16, 16, 32], depths=[1, 1, 1, 1], mlp_ratio=2, groups=[2, 2, 4, 4],
+                                   window_sizes=[(4, 4, 4), (4, 4, 4), (4, 2, 2), (4, 2, 2)])), [8, 16, 16, 32],
+                    ('mmaction3d', )),
+    'SwinTransformerIMLP': (dict(arch=SWIN, pad_small_map=True), [32, 64, 128, 256], ('mmpretrain', )),
+    'VisionTransformerIMLP': (dict(arch=dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),
+                                   img_size=64), [32], ('mmpretrain', )),
+    'PoolFormerIMLP': (dict(arch=dict(layers=[1, 1, 1, 1], embed_dims=[16, 32, 64, 128], mlp_ratios=[2, 2, 2, 2],
+                                      layer_scale_init_value=1e-5), out_indices=(6, )),  # index into `network`
+                       [16, 32, 64, 128], ('mmpretrain', )),
+    'DetSwinTransformerIMLP': (dict(**SWIN), [32, 64, 128, 256], ('mmdet', )),
+    'SegSwinTransformerIMLP': (dict(**SWIN), [32, 64, 128, 256], ('mmseg', )),
 }
+# single-vector backbones (cls token / pooled): the upstream classifier's GAP neck goes
+VECTOR_OUTPUT = {'CPVT', 'VisionTransformerIMLP'}
 
 
 NOT_BACKBONES = {'SingleTensorBackbone', 'PVTMlp'}  # a wrapper and an FFN
@@ -104,7 +125,10 @@ def _swap(scope, name, kwargs, channels):
         model.neck.in_channels = channels
         model.decode_head.num_classes = 3
     elif scope == 'mmpretrain':
-        backbone.update(out_indices=(len(channels) - 1, ))
+        if name not in VECTOR_OUTPUT:
+            backbone.setdefault('out_indices', (len(channels) - 1, ))
+        else:
+            model.neck = None
         model.backbone = backbone
         model.head.in_channels = channels[-1]
         model.head.num_classes = 3
@@ -150,5 +174,5 @@ def test_unknown_type_is_a_clear_error():
     from mmposmlp.testing import model_registry
     registry = model_registry('mmdet')
     with DefaultScope.overwrite_default_scope('mmdet'):
-        with pytest.raises(KeyError, match='PosMLPX is not in the mmposmlp::model registry'):
+        with pytest.raises(KeyError, match='mmposmlp.PosMLPX is not in the mmdet::model registry'):
             registry.build(dict(type='mmposmlp.PosMLPX'))
