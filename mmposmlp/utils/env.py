@@ -9,7 +9,11 @@ MMCV_RANGE = ((2, 0, 0), (2, 2, 0))  # mmdet 3.3 / mmseg 1.2 / mmaction2 1.2 ass
 def _version_tuple(v: str) -> tuple:
     out = []
     for part in v.split('+')[0].split('.')[:3]:
-        digits = ''.join(c for c in part if c.isdigit())
+        digits = ''
+        for c in part:  # leading digits only: '0rc4' -> 0
+            if not c.isdigit():
+                break
+            digits += c
         out.append(int(digits) if digits else 0)
     return tuple(out)
 
@@ -49,9 +53,8 @@ def check_dependencies() -> None:
 def check_mmcv_ops() -> None:
     """Detection/segmentation models need mmcv's compiled ops (RoIAlign, NMS)."""
     try:
-        import mmcv.ops  # noqa: F401
-        from mmcv import _ext  # noqa: F401
-    except (ImportError, ModuleNotFoundError) as e:
+        importlib.import_module('mmcv._ext')
+    except ImportError as e:
         raise DependencyError(
             f'mmcv was installed without its compiled ops ({e}); mmdet and mmseg models need them: '
             'rebuild it with `MMCV_WITH_OPS=1 pip install --no-build-isolation --no-cache-dir mmcv==2.1.0` '
