@@ -1,34 +1,40 @@
 #!/usr/bin/env python
-"""Train a model from an mmdet / mmseg / mmaction2 / mmpretrain config (mmdet 3.3.0's interface).
+"""Train a model from a config of mmdet, mmseg, mmaction2 or mmpretrain (interface of mmdet 3.3.0).
 
     python tools/train.py CONFIG [--work-dir DIR] [--amp] [--auto-scale-lr] [--resume [CKPT]]
                           [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
 
-The config's ``default_scope`` decides which library's modules are registered. On machines
-without CUDA, distributed launches use gloo. Set MMPOSMLP_DEBUG=1 for full tracebacks.
+The config's default_scope picks the library. On machines without CUDA, distributed runs use gloo.
 """
 import argparse
 import os
 import os.path as osp
 import sys
 
-sys.path.insert(0, osp.join(osp.dirname(osp.abspath(__file__)), '..'))
-from mmengine.config import DictAction  # noqa: E402
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description='Train a model')
+    from mmengine.config import DictAction
+    parser = argparse.ArgumentParser(description='Train a model (mmdet/mmseg/mmaction/mmpretrain configs)')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
-    parser.add_argument('--amp', action='store_true', default=False, help='enable automatic-mixed-precision training')
-    parser.add_argument('--auto-scale-lr', action='store_true', help='enable automatically scaling LR.')
+    parser.add_argument('--amp', action='store_true', default=False,
+                        help='enable automatic-mixed-precision training (needs a GPU)')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='enable automatically scaling LR (needs auto_scale_lr in the config)')
     parser.add_argument('--resume', nargs='?', type=str, const='auto',
-                        help='If specify checkpoint path, resume from it, while if not specify, try to auto '
-                        'resume from the latest checkpoint in the work directory.')
+                        help='resume from the given checkpoint; without a path, from the last complete '
+                        'checkpoint in the work dir')
+    parser.add_argument('--total-batch-size', type=int, default=None,
+                        help='(mmposmlp) global batch size, split evenly over the processes')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override some settings in the used config, the key-value pair in xxx=yyy format')
+                        help='override settings of the config, key=value (xxx=yyy format)')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
                         help='job launcher')
+    # torch.distributed.launch passes --local-rank (torch >= 2.0) or --local_rank (older)
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
@@ -36,76 +42,74 @@ def parse_args(argv=None):
     return args
 
 
-def build_cfg(args):
+def main(argv=None):
+    args = parse_args(argv)
     from mmengine.config import Config
 
-    from mmposmlp.utils.launch import UserError
+    from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
+    from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, apply_total_batch_size,
+                                       build_runner, check_datasets, prepare_launch, setup_library)
     if not osp.isfile(args.config):
-        raise UserError(f'config {args.config} does not exist')
+        raise UserError(f'config file {args.config} does not exist.')
+    try:
+        from mmengine.utils.dl_utils import setup_cache_size_limit_of_dynamo
+        setup_cache_size_limit_of_dynamo()
+    except ImportError:
+        pass
+
     cfg = Config.fromfile(args.config)
-    cfg.launcher = args.launcher
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)
+    scope = setup_library(cfg)
+
+    # work_dir priority: CLI > config > ./work_dirs/<config stem>
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir', None) is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+
     if args.amp:
-        import torch
-        if not torch.cuda.is_available():
-            raise UserError('--amp uses AmpOptimWrapper, which mmengine only supports on GPU/NPU/MLU; '
-                            'drop --amp on this CPU machine')
+        from mmposmlp.utils.dist import cuda_available
+        if not cuda_available():
+            raise UserError('--amp needs a GPU (mmengine AmpOptimWrapper runs on CUDA/NPU/MLU/MUSA only): drop --amp '
+                            'on CPU machines.')
         optim_wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
         if optim_wrapper == 'AmpOptimWrapper':
             print('AMP training is already enabled in your config.')
         else:
-            if optim_wrapper != 'OptimWrapper':
-                raise UserError(f'--amp is only supported with OptimWrapper, the config uses {optim_wrapper}')
             cfg.optim_wrapper.type = 'AmpOptimWrapper'
             cfg.optim_wrapper.loss_scale = 'dynamic'
+
     if args.auto_scale_lr:
-        if 'auto_scale_lr' in cfg and 'base_batch_size' in cfg.auto_scale_lr:
+        if 'auto_scale_lr' in cfg and 'enable' in cfg.auto_scale_lr and 'base_batch_size' in cfg.auto_scale_lr:
             cfg.auto_scale_lr.enable = True
         else:
-            raise UserError('--auto-scale-lr needs `auto_scale_lr = dict(base_batch_size=...)` in the config')
+            raise UserError('--auto-scale-lr needs `auto_scale_lr = dict(enable=False, base_batch_size=...)` in the '
+                            'config (base_batch_size = the total batch size the learning rate was tuned for).')
+
     if args.resume == 'auto':
         cfg.resume = True
-        cfg.load_from = None
+        cfg.load_from = find_last_complete_checkpoint(cfg.work_dir) if osp.isdir(cfg.work_dir) else None
+        if cfg.load_from is None:
+            print(f'--resume: no complete checkpoint in {cfg.work_dir}; starting from scratch.', flush=True)
+            cfg.resume = False
     elif args.resume is not None:
+        if not osp.isfile(args.resume) and '://' not in args.resume:
+            raise UserError(f'--resume {args.resume}: no such checkpoint file.')
         cfg.resume = True
         cfg.load_from = args.resume
-    return cfg
 
+    prepare_launch(cfg, args.launcher)
+    if args.total_batch_size is not None:
+        apply_total_batch_size(cfg, args.total_batch_size, args.launcher)
+    loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
+    check_datasets(cfg, loaders, scope)
+    activate_mmposmlp_runtime(cfg)
 
-def main(argv=None):
-    args = parse_args(argv)
-    from mmposmlp.utils.launch import (INPUT_ERRORS, UserError, fail, check_checkpoint_fits, check_datasets, find_resume_checkpoint,
-                                       prepare_runtime, register_scope, setup_distributed)
-    try:
-        cfg = build_cfg(args)
-        register_scope(cfg)
-        prepare_runtime()
-        loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') is not None else [])
-        check_datasets(cfg, loaders)
-        setup_distributed(cfg, args.launcher)
-        from mmengine.runner import Runner
-        runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else _build_custom_runner(cfg)
-        if cfg.get('resume'):
-            path = cfg.get('load_from') or find_resume_checkpoint(cfg.work_dir)
-            if cfg.get('load_from') or path:
-                check_checkpoint_fits(runner.model, path)
-    except INPUT_ERRORS as e:
-        return fail(e)
-    from mmposmlp.utils.compat import allow_mmengine_checkpoints
-    with allow_mmengine_checkpoints():
-        runner.train()
-    return 0
-
-
-def _build_custom_runner(cfg):
-    from mmengine.registry import RUNNERS
-    return RUNNERS.build(cfg)
+    runner = build_runner(cfg)
+    runner.train()
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from mmposmlp.engine.entry import run_cli
+    sys.exit(run_cli(main))

@@ -30,6 +30,21 @@ COCO_CLASSES = (('circle', 1, 'person', (40, 40, 230)),
                 ('rectangle', 2, 'bicycle', (40, 200, 40)),
                 ('triangle', 3, 'car', (230, 120, 30)))
 COCO_SUPERCATEGORY = {'person': 'person', 'bicycle': 'vehicle', 'car': 'vehicle'}
+# All 80 COCO categories (real ids) are listed in the json, as in real COCO, so that a detector predicting
+# any of the 80 classes is evaluated normally; the images only contain the three above.
+COCO80_NAMES = (
+    'person', 'bicycle', 'car', 'motorcycle', 'airplane', 'bus', 'train', 'truck', 'boat', 'traffic light',
+    'fire hydrant', 'stop sign', 'parking meter', 'bench', 'bird', 'cat', 'dog', 'horse', 'sheep', 'cow',
+    'elephant', 'bear', 'zebra', 'giraffe', 'backpack', 'umbrella', 'handbag', 'tie', 'suitcase', 'frisbee', 'skis',
+    'snowboard', 'sports ball', 'kite', 'baseball bat', 'baseball glove', 'skateboard', 'surfboard',
+    'tennis racket', 'bottle', 'wine glass', 'cup', 'fork', 'knife', 'spoon', 'bowl', 'banana', 'apple',
+    'sandwich', 'orange', 'broccoli', 'carrot', 'hot dog', 'pizza', 'donut', 'cake', 'chair', 'couch',
+    'potted plant', 'bed', 'dining table', 'toilet', 'tv', 'laptop', 'mouse', 'remote', 'keyboard', 'cell phone',
+    'microwave', 'oven', 'toaster', 'sink', 'refrigerator', 'book', 'clock', 'vase', 'scissors', 'teddy bear',
+    'hair drier', 'toothbrush')
+COCO80_IDS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31, 32,
+              33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59,
+              60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90)
 COCO_IMG_HW = (320, 416)
 COCO_SPLITS = (('train2017', 16), ('val2017', 8))
 
@@ -115,8 +130,8 @@ def make_toy_coco(out_dir: str, rng: np.random.Generator) -> str:
     cv2 = _cv2()
     root = osp.join(out_dir, 'coco')
     os.makedirs(osp.join(root, 'annotations'), exist_ok=True)
-    categories = [dict(id=cid, name=name, supercategory=COCO_SUPERCATEGORY[name])
-                  for _, cid, name, _ in COCO_CLASSES]
+    categories = [dict(id=cid, name=name, supercategory=COCO_SUPERCATEGORY.get(name, 'object'))
+                  for cid, name in zip(COCO80_IDS, COCO80_NAMES)]
     h, w = COCO_IMG_HW
     image_id, ann_id = 0, 0
     for split, num in COCO_SPLITS:

@@ -26,7 +26,23 @@ def mmengine_safe_globals() -> tuple:
     dtypes = getattr(np, 'dtypes', None)
     if dtypes is not None:
         allowed += [getattr(dtypes, n) for n in dir(dtypes) if n.endswith('DType')]
+    # HistoryBuffer.__getstate__ stores its statistics methods, which pickle as getattr(HistoryBuffer, 'min').
+    # Allowing the builtin getattr would open every attribute of every allowed object (a known route to
+    # code execution), so a restricted getattr is registered under that name instead.
+    allowed += [(_history_buffer_getattr, 'builtins.getattr'), (_history_buffer_getattr, '__builtin__.getattr')]
     return tuple(allowed)
+
+
+def _history_buffer_getattr(obj, name, *default):
+    """``getattr`` limited to the public methods of mmengine's HistoryBuffer (what its pickles use)."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    if obj is HistoryBuffer and isinstance(name, str) and not name.startswith('_') and \
+            callable(getattr(HistoryBuffer, name, None)):
+        return getattr(HistoryBuffer, name)
+    import pickle
+    raise pickle.UnpicklingError(f'refusing getattr({obj!r}, {name!r}) while loading a checkpoint: only '
+                                 'HistoryBuffer statistics methods are allowed (the file may not be an mmengine '
+                                 'checkpoint; load it with weights_only=False only if you trust it).')
 
 
 @contextlib.contextmanager
@@ -43,3 +59,32 @@ def safe_torch_load(path, map_location='cpu'):
     """``torch.load`` with ``weights_only=True`` that also reads mmengine's own checkpoints."""
     with allow_mmengine_checkpoints():
         return torch.load(path, map_location=map_location, weights_only=True)
+
+
+_LOADER_PATCHED = False
+
+
+def patch_mmengine_checkpoint_loading() -> None:
+    """Make mmengine 0.10.x read its own checkpoints under torch >= 2.6, still with ``weights_only``.
+
+    mmengine's loaders call ``torch.load(f, map_location=...)`` without ``weights_only``; torch >= 2.6
+    then unpickles safely and refuses the ``HistoryBuffer``/numpy objects mmengine stores in ``meta``.
+    We wrap ``CheckpointLoader.load_checkpoint`` (used by ``load_from``, ``--resume``, ``init_cfg``
+    Pretrained and Inferencers) so that every load runs inside :func:`allow_mmengine_checkpoints`: the
+    allow-list grows by exactly those classes and only while mmengine loads; arbitrary code in an
+    untrusted file is still refused. Idempotent.
+    """
+    global _LOADER_PATCHED
+    if _LOADER_PATCHED:
+        return
+    from mmengine.runner.checkpoint import CheckpointLoader
+    original = CheckpointLoader.load_checkpoint.__func__
+
+    @functools.wraps(original)
+    def load_checkpoint(cls, *args, **kwargs):
+        with allow_mmengine_checkpoints():
+            return original(cls, *args, **kwargs)
+
+    load_checkpoint._mmposmlp_original = original
+    CheckpointLoader.load_checkpoint = classmethod(load_checkpoint)
+    _LOADER_PATCHED = True

@@ -1,0 +1,203 @@
+"""Shared logic of tools/train.py and tools/test.py: one entry point for configs of all four libraries.
+
+The config's ``default_scope`` decides the library (mmdet, mmseg, mmaction, mmpretrain). Errors a user
+can fix (unknown ``type``, wrong arch, missing dataset, bad launch) end with one sentence, not a traceback;
+set ``MMPOSMLP_TRACEBACK=1`` to see the full traceback anyway.
+"""
+import os
+import os.path as osp
+import re
+import sys
+
+LIBRARIES = {
+    'mmdet': 'mmdet.utils',
+    'mmseg': 'mmseg.utils',
+    'mmaction': 'mmaction.utils',
+    'mmpretrain': 'mmpretrain.utils',
+}
+NEEDS_MMCV_OPS = ('mmdet', 'mmseg')
+TOY_HINT = ('generate toy data with `python tools/misc/make_toy_datasets.py --out data/toy` and point the config '
+            'at it (configs/_base_/toy/, or --cfg-options ...data_root=data/toy/...)')
+REAL_DATA_HINT = {
+    'mmdet': 'put COCO at data/coco/ (annotations/, train2017/, val2017/)',
+    'mmseg': 'put ADE20K at data/ade/ADEChallengeData2016/',
+    'mmaction': 'put Kinetics-400 at data/kinetics400/ (videos_train/, videos_val/, list files)',
+    'mmpretrain': 'put ImageNet at data/imagenet/ (train/, val/, meta/)',
+}
+
+
+class UserError(Exception):
+    """An error with a message that names the problem and its fix; printed without traceback."""
+
+
+def setup_library(cfg) -> str:
+    """Register the modules of the config's library; returns the scope name."""
+    scope = cfg.get('default_scope')
+    if scope not in LIBRARIES:
+        raise UserError(f'config default_scope is {scope!r}; tools/train.py and tools/test.py serve configs of '
+                        f'{", ".join(LIBRARIES)}: inherit from one of their configs (e.g. _base_ = '
+                        "'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py') or set default_scope.")
+    if scope in NEEDS_MMCV_OPS:
+        from mmposmlp.utils import check_mmcv_ops
+        try:
+            check_mmcv_ops()
+        except ImportError as e:
+            raise UserError(str(e)) from e
+    import importlib
+    try:
+        utils = importlib.import_module(LIBRARIES[scope])
+    except ImportError as e:
+        raise UserError(f'this config needs {scope} ({e}): install it (`make install`, or '
+                        f'`mim install {scope}`).') from e
+    utils.register_all_modules(init_default_scope=False)
+    from mmengine.registry import DefaultScope
+    if DefaultScope.get_current_instance() is None or \
+            DefaultScope.get_current_instance().scope_name != scope:
+        DefaultScope.get_instance(f'mmposmlp-tools-{scope}-{id(cfg)}', scope_name=scope)
+    return scope
+
+
+def _dataset_cfgs(ds, where):
+    """Yield (dataset cfg, location) for a dataset cfg and the ones it wraps."""
+    if not isinstance(ds, dict):
+        return
+    yield ds, where
+    if isinstance(ds.get('dataset'), dict):
+        yield from _dataset_cfgs(ds['dataset'], where + '.dataset')
+    for i, sub in enumerate(ds.get('datasets') or []):
+        yield from _dataset_cfgs(sub, f'{where}.datasets[{i}]')
+
+
+def _local(path) -> bool:
+    return isinstance(path, str) and bool(path) and '://' not in path
+
+
+def missing_dataset_paths(cfg, loaders):
+    """[(path, cfg key)] of dataset paths a run would read that do not exist."""
+    missing = []
+    for loader in loaders:
+        lcfg = cfg.get(loader)
+        if not isinstance(lcfg, dict):
+            continue
+        for ds, where in _dataset_cfgs(lcfg.get('dataset'), f'{loader}.dataset'):
+            root = ds.get('data_root')
+            if _local(root) and not osp.exists(root):
+                missing.append((root, f'{where}.data_root'))
+                continue
+
+            def full(p):
+                return osp.join(root, p) if _local(root) and not osp.isabs(p) else p
+
+            ann = ds.get('ann_file')
+            if _local(ann) and not osp.exists(full(ann)):
+                missing.append((full(ann), f'{where}.ann_file'))
+            prefix = ds.get('data_prefix')
+            items = prefix.items() if isinstance(prefix, dict) else [('', prefix)]
+            for k, p in items:
+                if _local(p) and not osp.exists(full(p)):
+                    missing.append((full(p), f'{where}.data_prefix{"." + k if k else ""}'))
+    return missing
+
+
+def check_datasets(cfg, loaders, scope) -> None:
+    missing = missing_dataset_paths(cfg, loaders)
+    if missing:
+        path, key = missing[0]
+        more = f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''
+        raise UserError(f'dataset not found: {path} does not exist ({key}){more}. '
+                        f'{REAL_DATA_HINT.get(scope, "put the dataset there")}, or {TOY_HINT}.')
+
+
+_NOT_IN_REGISTRY = re.compile(r'([\w.]+) is not in the ([\w:.]+) registry')
+
+
+def explain(exc: BaseException):
+    """One-sentence message for errors caused by the config, else None (then the traceback is shown)."""
+    from mmposmlp.engine.checkpoint import CheckpointMismatchError
+    from mmposmlp.utils.dist import LaunchError
+    if isinstance(exc, (UserError, CheckpointMismatchError, LaunchError)):
+        return str(exc)
+    text = str(exc.args[0]) if getattr(exc, 'args', None) else str(exc)
+    m = _NOT_IN_REGISTRY.search(text)
+    if m:
+        name, registry = m.groups()
+        return (f'unknown type {name!r}: it is not registered in the {registry} registry. Check the spelling of '
+                f"`type='{name}'` in the config; if it is a custom or mmposmlp module, use "
+                "type='mmposmlp.Name' or add it to custom_imports "
+                "(custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)).")
+    return None
+
+
+def explain_build_error(exc: BaseException) -> str:
+    """Errors raised while the config is turned into objects (e.g. a wrong arch name)."""
+    msg = explain(exc)
+    if msg:
+        return msg
+    text = str(exc.args[0]) if getattr(exc, 'args', None) else str(exc)
+    # mmengine prefixes nested build errors with "class `X` in file.py: "; keep only the innermost message
+    text = re.sub(r'(class `\w+` in [^:]+: )+', '', text)
+    return f'the config could not be built: {type(exc).__name__}: {text}'
+
+
+def run_cli(main, argv=None) -> int:
+    """Run ``main(argv)``; print user errors as one line on stderr and return exit code 1."""
+    try:
+        main(argv)
+        return 0
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            raise
+        msg = getattr(exc, '_mmposmlp_message', None) or explain(exc)
+        if msg is None or os.environ.get('MMPOSMLP_TRACEBACK') == '1':
+            raise
+        print(f'ERROR: {msg}', file=sys.stderr, flush=True)
+        return 1
+
+
+def build_runner(cfg):
+    """Build the Runner; failures while building objects from the config become one-line errors."""
+    from mmengine.registry import RUNNERS
+    from mmengine.runner import Runner
+    try:
+        if 'runner_type' not in cfg:
+            return Runner.from_cfg(cfg)
+        return RUNNERS.build(cfg)
+    except (KeyError, ValueError, TypeError, AssertionError, UserError) as exc:
+        exc._mmposmlp_message = explain_build_error(exc)
+        raise
+
+
+def activate_mmposmlp_runtime(cfg) -> None:
+    """Safe loading of mmengine checkpoints, atomic checkpoint files, checked resume."""
+    from mmposmlp.engine.checkpoint import patch_atomic_checkpoints, patch_resume_check
+    from mmposmlp.utils.compat import patch_mmengine_checkpoint_loading
+    patch_mmengine_checkpoint_loading()
+    patch_atomic_checkpoints()
+    patch_resume_check()
+    hooks = cfg.get('default_hooks')
+    if isinstance(hooks, dict) and isinstance(hooks.get('checkpoint'), dict) and \
+            hooks['checkpoint'].get('type') in ('CheckpointHook', 'mmengine.CheckpointHook'):
+        hooks['checkpoint']['type'] = 'mmposmlp.AtomicCheckpointHook'
+
+
+def prepare_launch(cfg, launcher: str) -> None:
+    """Distributed settings: gloo + DDP without device ids on CPU; Slurm address/port."""
+    from mmposmlp.utils.dist import prepare_slurm_env, setup_cpu_distributed
+    cfg.launcher = launcher
+    if launcher == 'slurm':
+        prepare_slurm_env()
+    setup_cpu_distributed(cfg, launcher)
+
+
+def apply_total_batch_size(cfg, total: int, launcher: str) -> None:
+    """``--total-batch-size``: split a global batch over the processes; refuse uneven splits."""
+    from mmposmlp.utils.dist import world_size_from_env
+    world = world_size_from_env(launcher)
+    if total % world:
+        raise UserError(f'--total-batch-size {total} is not divisible by the world size {world}: use a multiple '
+                        f'of {world} or launch {", ".join(str(d) for d in _divisors(total))} processes.')
+    cfg.train_dataloader.batch_size = total // world
+
+
+def _divisors(n):
+    return [d for d in range(1, min(n, 64) + 1) if n % d == 0]

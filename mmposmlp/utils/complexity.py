@@ -1,0 +1,275 @@
+"""Parameters and FLOPs of the shipped configs (logic behind tools/analysis/complexity.py).
+
+Counter and conventions
+-----------------------
+* FLOPs are counted with ``fvcore.nn.FlopCountAnalysis`` (a ``torch.jit`` trace); fvcore counts
+  **one multiply-add as one FLOP** for convolutions, linear layers, ``matmul``/``bmm``/``einsum``,
+  the convention of the papers' tables. fvcore's default handlers also add small per-element
+  counts for batch/layer/group norms, adaptive average pooling and up-sampling; element-wise
+  add/mul, softmax and activations are not counted (the skipped op names are listed per config
+  in ``--json``).
+* Inputs: classification 1x3x224x224 (whole model: backbone + neck + head); semantic segmentation
+  1x3x512x512 (backbone + neck + decode/auxiliary heads via ``EncoderDecoder._forward``);
+  detection 1x3x800x1280 (the usual 1280x800 of the papers' detection tables): **backbone + neck**
+  only (RPN/RoI heads contain data-dependent proposal code that a trace cannot follow, so
+  detector FLOPs here are lower than the papers', which include the heads); video recognition
+  1x3x16x224x224 (24 frames for ``24x4x1`` configs): backbone + head.
+* Parameters: every parameter of the whole model built from the config (detectors and
+  segmentors included), with the config's number of classes.
+* Reported numbers come from :data:`REPORTED` (transcribed from the papers' tables, labelled
+  "reported") or from a family's ``configs/<family>/metafile.yml`` entry whose ``Parameters`` /
+  ``FLOPs`` line is commented ``# reported``.
+"""
+import fnmatch
+import glob
+import json
+import os.path as osp
+import re
+import time
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn as nn
+
+# config-name glob -> (params M, GFLOPs or None, source); the papers' numbers, *reported*, not measured
+REPORTED = {
+    'posmlp-t_*in1k*': (21, 5.2, 'PosMLP paper Table 2'),
+    'posmlp-s_*in1k*': (37, 8.7, 'PosMLP paper Table 2'),
+    'posmlp-b_*in1k*': (82, 18.6, 'PosMLP paper Table 2'),
+    'mask-rcnn_posmlp-t_1x*': (40.5, None, 'PosMLP paper Table 8'),
+    'mask-rcnn_posmlp-s_1x*': (56.1, None, 'PosMLP paper Table 8'),
+    'retinanet_posmlp-t_1x*': (31.1, None, 'PosMLP paper Table 8'),
+    'retinanet_posmlp-s_1x*': (47.3, None, 'PosMLP paper Table 8'),
+    'wavemlp-t-dw_*in1k*': (15, 2.1, 'Wave-MLP paper Table 2'),
+    'wavemlp-t_*in1k*': (17, 2.4, 'Wave-MLP paper Table 2'),
+    'wavemlp-s_*in1k*': (30, 4.5, 'Wave-MLP paper Table 2'),
+    'wavemlp-m_*in1k*': (44, 7.9, 'Wave-MLP paper Table 2'),
+    'wavemlp-b_*in1k*': (63, 10.2, 'Wave-MLP paper Table 2'),
+    'retinanet_wavemlp-t_fpn_1x*': (25.3, 196.3, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'retinanet_wavemlp-s_fpn_1x*': (37.1, 231.3, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'retinanet_wavemlp-m_fpn_1x*': (49.4, 291.3, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'retinanet_wavemlp-b_fpn_1x*': (66.1, 333.9, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'mask-rcnn_wavemlp-t_fpn_1x*': (35.2, 214.6, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'mask-rcnn_wavemlp-s_fpn_1x*': (47.0, 250.3, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'mask-rcnn_wavemlp-m_fpn_1x*': (59.6, 311.5, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'mask-rcnn_wavemlp-b_fpn_1x*': (75.1, 353.2, 'Wave-MLP paper Table 3 (full detector, 1280x800)'),
+    'fpn_wavemlp-t_*ade20k*': (19.3, 131, 'Wave-MLP paper Table 4 (full segmentor)'),
+    'fpn_wavemlp-s_*ade20k*': (31.2, 168, 'Wave-MLP paper Table 4 (full segmentor)'),
+    'fpn_wavemlp-m_*ade20k*': (43.3, 231, 'Wave-MLP paper Table 4 (full segmentor)'),
+    'cpvt-ti_*in1k*': (6, None, 'CPVT paper Tables 2-3'),
+    'cpvt-ti-gap_*in1k*': (6, None, 'CPVT paper Tables 2-3'),
+    'cpvt-s_*in1k*': (23, None, 'CPVT paper Tables 2-3'),
+    'cpvt-s-gap_*in1k*': (23, None, 'CPVT paper Tables 2-3'),
+    'cpvt-b_*in1k*': (86, None, 'CPVT paper Tables 2-3'),
+}
+
+INPUTS = {'mmpretrain': (1, 3, 224, 224), 'mmseg': (1, 3, 512, 512), 'mmdet': (1, 3, 800, 1280),
+          'mmaction': (1, 3, 16, 224, 224)}
+COUNTED = {'mmpretrain': 'whole model', 'mmseg': 'backbone+neck+heads', 'mmdet': 'backbone+neck',
+           'mmaction': 'backbone+head'}
+
+
+class _Forward(nn.Module):
+    """Wrap a model so that ``forward(x)`` is the part that is counted."""
+
+    def __init__(self, model, scope):
+        super().__init__()
+        self.model = model
+        self.scope = scope
+
+    def forward(self, x):
+        m = self.model
+        if self.scope is None:
+            return m(x)
+        if self.scope == 'mmdet':
+            return m.extract_feat(x)
+        if self.scope == 'mmseg':
+            return m._forward(x)
+        if self.scope == 'mmaction':
+            return m(x[:, None], mode='tensor')
+        return m(x, mode='tensor')
+
+
+def count_flops(model: nn.Module, shape, scope: Optional[str] = None) -> Tuple[int, Dict[str, int]]:
+    """(total FLOPs with 1 MAC = 1 FLOP, {skipped op: count}) of ``model`` on one random input."""
+    from fvcore.nn import FlopCountAnalysis
+    model.eval()
+    x = torch.randn(tuple(shape))
+    with torch.no_grad():
+        fca = FlopCountAnalysis(_Forward(model, scope), x)
+        fca.unsupported_ops_warnings(False)
+        fca.uncalled_modules_warnings(False)
+        fca.tracer_warnings('none')
+        total = fca.total()
+        skipped = dict(fca.unsupported_ops())
+    return int(total), skipped
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def reported_for(cfg_path: str) -> Optional[dict]:
+    """The papers' numbers for a config: :data:`REPORTED` first, then a family metafile entry whose
+    ``Parameters``/``FLOPs`` line carries a ``# reported`` comment (OpenMMLab metafiles otherwise hold
+    the implementation's own measured values, which are not the papers')."""
+    name = osp.splitext(osp.basename(cfg_path))[0]
+    for pattern, (p, fl, src) in REPORTED.items():
+        if fnmatch.fnmatch(name, pattern):
+            return dict(params_m=p, gflops=fl, source=src)
+    meta = osp.join(osp.dirname(cfg_path), 'metafile.yml')
+    if not osp.isfile(meta):
+        return None
+    try:
+        with open(meta) as f:
+            text = f.read()
+    except OSError:
+        return None
+    blocks = re.split(r'\n\s*- Name:\s*', text)
+    for b in blocks[1:]:
+        if b.split('\n', 1)[0].strip() != name:
+            continue
+        vals = {}
+        for field in ('Parameters', 'FLOPs'):
+            m = re.search(rf'^\s*{field}:\s*([^#\n]+)#[^\n]*reported', b, re.M)
+            if m:
+                vals[field] = _as_number(m.group(1))
+        if vals:
+            return dict(params_m=_to_unit(vals.get('Parameters'), 1e6), gflops=_to_unit(vals.get('FLOPs'), 1e9),
+                        source=f'{osp.relpath(meta)} (reported)')
+    return None
+
+
+def _as_number(v):
+    if v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    m = re.match(r'\s*([\d.]+)\s*([KMGT]?)', str(v))
+    if not m:
+        return None
+    return float(m.group(1)) * {'': 1, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}[m.group(2)]
+
+
+def _to_unit(v, unit):
+    if v is None:
+        return None
+    return v / unit if v > 1e4 else v  # small numbers are already in M / G
+
+
+def input_shape_for(cfg_path: str, scope: str):
+    shape = INPUTS.get(scope, (1, 3, 224, 224))
+    if scope == 'mmaction':
+        m = re.search(r'(\d+)x\d+x\d+', osp.basename(cfg_path))
+        t = int(m.group(1)) if m else 16
+        shape = (1, 3, t, 224, 224)
+    return shape
+
+
+def positional_matrix_bytes(model: nn.Module) -> int:
+    """Bytes of the ``(groups, N, N)`` token-mixing matrices the gating units materialise (fp32)."""
+    total = 0
+    for m in model.modules():
+        n, g = getattr(m, 'num_tokens', None), getattr(m, 'groups', None)
+        if isinstance(n, int) and isinstance(g, int) and hasattr(m, 'mixing'):
+            total += 4 * g * n * n
+    return total
+
+
+def config_complexity(cfg_path: str, flops: bool = True, cache: Optional[dict] = None,
+                      max_input_pixels: Optional[int] = None, max_matrix_gib: float = 2.0) -> dict:
+    """Params/FLOPs of one config; failures give ``n/a`` with the reason, never raise."""
+    from mmengine.config import Config
+    from mmposmlp.testing import build_model_from_cfg
+    row = dict(config=cfg_path, params_m=None, gflops=None, input=None, counted=None, note='')
+    t0 = time.time()
+    try:
+        cfg = Config.fromfile(cfg_path)
+        model, scope = build_model_from_cfg(cfg)
+    except Exception as e:  # noqa: BLE001
+        row['note'] = f'build failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}'
+        return row
+    row['params_m'] = count_params(model) / 1e6
+    row['scope'] = scope
+    shape = input_shape_for(cfg_path, scope)
+    row['input'] = 'x'.join(str(s) for s in shape[2:])
+    row['counted'] = COUNTED.get(scope, 'whole model')
+    if flops:
+        pixels = 1
+        for s in shape[2:]:
+            pixels *= s
+        key = json.dumps(cfg.model.to_dict() if hasattr(cfg.model, 'to_dict') else str(cfg.model),
+                         sort_keys=True, default=str) + str(shape)
+        if cache is not None and key in cache:
+            row['gflops'], row['skipped_ops'] = cache[key]
+            row['note'] = 'same model as another config'
+        elif max_input_pixels and pixels > max_input_pixels:
+            row['note'] = f'FLOPs skipped: input {row["input"]} above --max-pixels'
+        elif positional_matrix_bytes(model) > max_matrix_gib * 2**30:
+            # a trace would hold several copies of each (G, N, N) map (logits, softmax, grads of
+            # the trace): PoSTGU's joint 16x14x14 windows need tens of GiB - more than this machine
+            row['note'] = (f'FLOPs skipped: the gating units materialise '
+                           f'{positional_matrix_bytes(model) / 2**30:.1f} GiB of (G, N, N) mixing matrices '
+                           f'(limit {max_matrix_gib} GiB, --max-matrix-gib)')
+        else:
+            try:
+                total, skipped = count_flops(model, shape, scope)
+                row['gflops'], row['skipped_ops'] = total / 1e9, skipped
+                if cache is not None:
+                    cache[key] = (row['gflops'], skipped)
+            except Exception as e:  # noqa: BLE001
+                row['note'] = f'FLOPs failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ""}'
+    row['reported'] = reported_for(cfg_path)
+    row['seconds'] = round(time.time() - t0, 1)
+    return row
+
+
+def find_configs(root: str = 'configs', pattern: str = '*') -> list:
+    files = sorted(glob.glob(osp.join(root, '**', '*.py'), recursive=True))
+    return [f for f in files if '_base_' not in f.split(osp.sep) and fnmatch.fnmatch(osp.basename(f), pattern)]
+
+
+def _fmt(v, nd=2):
+    return 'n/a' if v is None else f'{v:.{nd}f}'
+
+
+def _delta(ours, paper):
+    if ours is None or paper is None:
+        return ''
+    return f'{100 * (ours - paper) / paper:+.1f}%'
+
+
+def markdown_table(rows, header_note: str = '') -> str:
+    """Model-zoo markdown: one table per family."""
+    out = ['# Model zoo: parameters and FLOPs', '',
+           '<!-- generated by tools/analysis/complexity.py; do not edit by hand -->', '',
+           header_note,
+           '',
+           'Counter: `fvcore.nn.FlopCountAnalysis`, **1 multiply-add = 1 FLOP** (the papers\' convention) for '
+           'convolutions, linear layers and matmul/bmm/einsum; fvcore\'s default handlers add small per-element '
+           'counts for norms, adaptive pooling and up-sampling; element-wise add/mul, softmax and activations '
+           'are not counted. Inputs and counted parts: '
+           'classification 224x224, whole model; segmentation 512x512, backbone+neck+heads; detection '
+           '800x1280, **backbone+neck only** (the papers\' detector FLOPs include the RPN/RoI heads, so ours '
+           'are lower by design there); video 16x224x224 (24 frames for 24x4x1 configs), backbone+head. '
+           'Params: whole model as built from the config. "Paper" columns are the papers\' tables '
+           '(**reported**, not measured here); "d" is ours relative to the paper.', '']
+    fam = {}
+    for r in rows:
+        fam.setdefault(r['config'].split(osp.sep)[-2] if osp.sep in r['config'] else '', []).append(r)
+    for f, rs in fam.items():
+        out += [f'## {f}', '',
+                '| config | params (M) | GFLOPs | input | counted | paper params (M) | d params | '
+                'paper GFLOPs | d FLOPs | paper source | note |',
+                '|---|---|---|---|---|---|---|---|---|---|---|']
+        for r in rs:
+            rep = r.get('reported') or {}
+            out.append('| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |'.format(
+                osp.splitext(osp.basename(r['config']))[0], _fmt(r['params_m']), _fmt(r['gflops']),
+                r.get('input') or 'n/a', r.get('counted') or 'n/a',
+                _fmt(rep.get('params_m'), 1) if rep else '', _delta(r['params_m'], rep.get('params_m')),
+                _fmt(rep.get('gflops'), 1) if rep and rep.get('gflops') else '',
+                _delta(r['gflops'], rep.get('gflops')) if r.get('counted') != 'backbone+neck' else '',
+                rep.get('source', ''), r.get('note', '').replace('|', '/')))
+        out.append('')
+    return '\n'.join(out) + '\n'

@@ -1,0 +1,78 @@
+"""Parameters and FLOPs of every shipped config, next to the papers' (reported) numbers, written as
+the model-zoo markdown table (docs/model_zoo.md).
+
+FLOP counter: ``fvcore.nn.FlopCountAnalysis`` with **1 multiply-add = 1 FLOP** (the papers'
+convention). Inputs/parts counted: classification 224x224 whole model; segmentation 512x512
+backbone+neck+heads; detection 800x1280 backbone+neck (heads hold data-dependent proposal code);
+video 16x224x224 (24 frames for 24x4x1 configs) backbone+head. Reported numbers: the table
+:data:`mmposmlp.utils.complexity.REPORTED` (transcribed from the papers), else a family's
+``configs/<family>/metafile.yml`` entry whose ``Parameters``/``FLOPs`` line is commented
+``# reported``. A config that fails to build or trace is listed with ``n/a`` and the reason.
+
+Usage::
+
+    python tools/analysis/complexity.py                       # all configs -> docs/model_zoo.md
+    python tools/analysis/complexity.py --pattern 'posmlp-t*' --out -     # print only
+    python tools/analysis/complexity.py --no-flops            # parameters only (fast)
+"""
+import argparse
+import json
+import os.path as osp
+import sys
+import warnings
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+
+from mmposmlp.utils import complexity as C  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--configs', default='configs', help='root folder searched recursively')
+    p.add_argument('--pattern', default='*', help='glob on the config file name')
+    p.add_argument('--include-toy', action='store_true', help='also the toy configs (configs/*/toy)')
+    p.add_argument('--no-flops', action='store_true')
+    p.add_argument('--max-pixels', type=int, default=None,
+                   help='skip FLOPs when the input has more pixels (per frame x frames) than this')
+    p.add_argument('--max-matrix-gib', type=float, default=2.0,
+                   help='skip FLOPs when the gating units materialise more (G, N, N) matrix memory than this')
+    p.add_argument('--resume', action='store_true', help='reuse the rows already in --json (written after '
+                   'every config), count only the missing configs')
+    p.add_argument('--out', default='docs/model_zoo.md', help="markdown file, '-' for stdout")
+    p.add_argument('--json', help='also write the rows (with skipped-op lists) here')
+    args = p.parse_args(argv)
+    warnings.filterwarnings('ignore')
+    files = [f for f in C.find_configs(args.configs, args.pattern)
+             if args.include_toy or 'toy' not in f.split(osp.sep)]
+    if not files:
+        sys.exit(f'no configs matching {args.pattern!r} under {args.configs}')
+    done = {}
+    if args.resume and args.json and osp.isfile(args.json):
+        with open(args.json) as fh:
+            done = {r['config']: r for r in json.load(fh)}
+    rows, cache = [], {}
+    note = f'{len(files)} configs under `{args.configs}/`' + (' (toy configs excluded)' if not args.include_toy else '')
+    for i, f in enumerate(files):
+        if f in done:
+            row = done[f]
+        else:
+            row = C.config_complexity(f, flops=not args.no_flops, cache=cache, max_input_pixels=args.max_pixels,
+                                      max_matrix_gib=args.max_matrix_gib)
+        rows.append(row)
+        print(f"[{i + 1}/{len(files)}] {f}: params {C._fmt(row['params_m'])}M, GFLOPs {C._fmt(row['gflops'])} "
+              f"{row.get('note', '')} ({row.get('seconds', 0)}s)", flush=True)
+        if args.json:  # after every config: a crash (e.g. out of memory) loses nothing
+            with open(args.json, 'w') as fh:
+                json.dump(rows, fh, indent=1, default=str)
+    md = C.markdown_table(rows, header_note=note)
+    if args.out == '-':
+        print(md)
+    else:
+        with open(args.out, 'w') as fh:
+            fh.write(md)
+        print(f'wrote {args.out}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
