@@ -389,7 +389,7 @@ def test_shuffle_frames_transform():
     import numpy as np
     from mmposmlp.datasets.transforms import ShuffleFrames
     from mmposmlp.registry import TRANSFORMS
-    t = TRANSFORMS.build(dict(type='ShuffleFrames', seed=3))
+    t = TRANSFORMS.build(dict(type='mmposmlp.ShuffleFrames', seed=3))  # any default scope
     imgs = [np.full((2, 2, 3), i) for i in range(12)]
     res = t(dict(imgs=list(imgs), clip_len=4, num_clips=3, filename='a.mp4', frame_inds=np.arange(12)))
     vals = [int(x[0, 0, 0]) for x in res['imgs']]
