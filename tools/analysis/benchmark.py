@@ -210,7 +210,8 @@ def run_scaling(args, specs, report):
                     shape = (args.batch, 3, size, args.shape[1], args.shape[2])
                 else:
                     shape = (args.batch, 3, *(([args.shape[0]] if len(args.shape) == 3 else []) + [size, size]))
-                pt['mem_mib'] = B.measure_memory(s, shape, args.mode, args.amp, args.device, threads=args.threads).get('peak_mib')
+                pt['mem_mib'] = B.measure_memory(s, shape, args.mode, args.amp, args.device,
+                                                 threads=args.threads).get('peak_mib')
                 print(f"memory {s.name} {size}: {pt['mem_mib']:.1f} MiB", flush=True)
     fits = {}
     for n, pts in results.items():

@@ -55,6 +55,7 @@ def main(argv=None):
     for i, f in enumerate(files):
         if f in done:
             row = done[f]
+            row['reported'] = C.reported_for(f)  # the table of papers' numbers may have changed
         else:
             row = C.config_complexity(f, flops=not args.no_flops, cache=cache, max_input_pixels=args.max_pixels,
                                       max_matrix_gib=args.max_matrix_gib)

@@ -1,0 +1,161 @@
+"""Benchmark and complexity tools: output format, medians, ratios, exponents, FLOP counting.
+
+Tiny models, 1-2 iterations; no timing is asserted (only that the numbers are computed from the
+measured times the way the docs say)."""
+import json
+import os.path as osp
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+from mmposmlp.utils import benchmark as B
+from mmposmlp.utils import complexity as C
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+TINY_CFG = """
+custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+default_scope = 'mmpretrain'
+model = dict(
+    type='ImageClassifier',
+    backbone=dict(type='mmposmlp.PosMLP', arch=dict(embed_dims=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                  groups=[2, 4, 8, 16], window_sizes=[4, 4, 4, 2]), out_indices=(3, ), drop_path_rate=0.),
+    neck=dict(type='GlobalAveragePooling'),
+    head=dict(type='LinearClsHead', num_classes=10, in_channels=64))
+"""
+
+
+@pytest.fixture(scope='module')
+def tiny_cfg(tmp_path_factory):
+    path = tmp_path_factory.mktemp('cfg') / 'tiny-posmlp_in1k.py'
+    path.write_text(TINY_CFG)
+    return str(path)
+
+
+# ---------------------------------------------------------------------------- pure logic
+def test_summarize_medians_and_ratios():
+    rows = B.summarize({'a': [1.0, 3.0, 2.0], 'b': [4.0, 8.0, 6.0, 100.0, 5.0]}, batch=4)
+    assert [r['name'] for r in rows] == ['a', 'b']
+    assert rows[0]['median_s'] == 2.0 and rows[1]['median_s'] == 6.0
+    assert rows[0]['throughput'] == pytest.approx(2.0) and rows[1]['throughput'] == pytest.approx(4 / 6)
+    assert rows[0]['first_over_this'] == pytest.approx(1.0)
+    assert rows[1]['first_over_this'] == pytest.approx(3.0)  # a is 3x faster than b
+    assert rows[1]['iters'] == 5 and rows[1]['min_s'] == 4.0
+
+
+def test_time_alternating_rotates_order():
+    calls = []
+    steps = {n: (lambda n=n: calls.append(n)) for n in 'abc'}
+    times = B.time_alternating(steps, iters=3, warmup=1)
+    assert calls[:3] == ['a', 'b', 'c']  # warm-up
+    assert calls[3:] == ['a', 'b', 'c', 'b', 'c', 'a', 'c', 'a', 'b']
+    assert {k: len(v) for k, v in times.items()} == {'a': 3, 'b': 3, 'c': 3}
+    assert all(t >= 0 for v in times.values() for t in v)
+
+
+def test_fit_exponent():
+    xs = [196, 784, 1764, 3136]
+    assert B.fit_exponent(xs, [3 * x for x in xs]) == pytest.approx(1.0)
+    assert B.fit_exponent(xs, [0.5 * x ** 2 for x in xs]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match='two different sizes'):
+        B.fit_exponent([5, 5], [1, 2])
+
+
+def test_count_flops_is_macs():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 6 * 6, 10))
+    flops, _ = C.count_flops(model, (1, 3, 6, 6))
+    assert flops == 8 * 3 * 9 * 36 + 8 * 36 * 10  # one multiply-add = one FLOP
+
+
+def test_reported_lookup_and_markdown():
+    rep = C.reported_for('configs/posmlp/posmlp-t_8xb120_in1k.py')
+    assert rep['params_m'] == 21 and rep['gflops'] == 5.2 and 'Table 2' in rep['source']
+    assert C.reported_for('configs/x/unknown-model.py') is None
+    rows = [dict(config='configs/posmlp/posmlp-t_8xb120_in1k.py', params_m=20.93, gflops=5.22, input='224x224',
+                 counted='whole model', note='', reported=rep),
+            dict(config='configs/posmlp/broken.py', params_m=None, gflops=None, note='build failed: KeyError: x')]
+    md = C.markdown_table(rows)
+    assert '## posmlp' in md and '| posmlp-t_8xb120_in1k | 20.93 | 5.22 | 224x224 |' in md
+    assert '-0.3%' in md and '+0.4%' in md  # params / FLOPs relative to the paper
+    assert '| broken | n/a | n/a |' in md and 'build failed' in md
+    assert 'fvcore' in md and '1 multiply-add = 1 FLOP' in md
+
+
+# ---------------------------------------------------------------------------- with a tiny model
+def test_make_step_infer_and_train_backbone(tiny_cfg):
+    built = B.build_candidate(B.Spec(tiny_cfg, backbone_only=True))
+    assert built.is_backbone and built.scope is None
+    B.make_step(built, (1, 3, 32, 32), 'infer')()
+    B.make_step(built, (1, 3, 32, 32), 'train', amp='bf16')()
+    assert all(p.grad is None for p in built.module.parameters())  # grads cleared after the step
+    with pytest.raises(ValueError, match='mode'):
+        B.make_step(built, (1, 3, 32, 32), 'predict')
+
+
+def test_make_step_whole_model_train(tiny_cfg):
+    built = B.build_candidate(B.Spec(tiny_cfg, with_cp=True))
+    assert built.scope == 'mmpretrain' and built.module.backbone.stages[0].with_cp
+    B.make_step(built, (2, 3, 32, 32), 'train')()
+
+
+def test_cli_compare_json(tiny_cfg, tmp_path, capsys):
+    from tools.analysis import benchmark as tool
+    out = tmp_path / 'r.json'
+    code = tool.main([tiny_cfg, '--compare', tiny_cfg, '--batch', '2', '--shape', '32', '32', '--iters', '2',
+                      '--warmup', '0', '--per-gflop', '--json', str(out)])
+    assert code == 0
+    rep = json.loads(out.read_text())
+    rows = rep['results']
+    assert len(rows) == 2 and rep['machine']['torch'] == torch.__version__
+    for r, ts in zip(rows, rep['times'].values()):
+        assert len(ts) == 2
+        assert r['median_s'] == pytest.approx(sorted(ts)[0] / 2 + sorted(ts)[1] / 2)
+        assert r['throughput'] == pytest.approx(2 / r['median_s'])
+        assert r['gflops'] > 0 and r['gflop_per_s'] == pytest.approx(r['throughput'] * r['gflops'])
+    assert rows[1]['first_over_this'] == pytest.approx(rows[0]['throughput'] / rows[1]['throughput'])
+    text = capsys.readouterr().out
+    assert 'ratio*' in text and 'img/s' in text
+
+
+def test_cli_scaling_plot(tiny_cfg, tmp_path):
+    from tools.analysis import benchmark as tool
+    png = tmp_path / 's.png'
+    out = tmp_path / 's.json'
+    assert tool.main([tiny_cfg, '--backbone-only', '--scaling', '32', '64', '--iters', '1', '--warmup', '0',
+                      '--plot', str(png), '--json', str(out)]) == 0
+    rep = json.loads(out.read_text())
+    (name, pts), = rep['scaling'].items()
+    assert [p['size'] for p in pts] == [32, 64] and [p['x'] for p in pts] == [64, 256]
+    assert rep['fits'][name]['time_exponent'] == pytest.approx(
+        B.fit_exponent([64, 256], [p['time_s'] for p in pts]))
+    assert png.stat().st_size > 1000
+
+
+def test_memory_inprocess_reports_step_peak(tiny_cfg):
+    built = B.build_candidate(B.Spec(tiny_cfg, backbone_only=True))
+    res = B.measure_memory_inprocess(built, (1, 3, 64, 64), 'train')
+    assert res['peak_mib'] >= 0 and 'rss' in res['method']
+
+
+@pytest.mark.slow  # a subprocess importing the OpenMMLab stack: ~15-60 s on the shared CPUs
+def test_memory_in_fresh_process(tiny_cfg):
+    res = B.measure_memory(B.Spec(tiny_cfg, backbone_only=True), (1, 3, 64, 64), 'train')
+    assert 'error' not in res, res
+    assert res['peak_mib'] >= 0 and 'fresh process' in res['method']
+
+
+def test_reference_needs_checkout(tiny_cfg, tmp_path):
+    with pytest.raises(FileNotFoundError, match='PosMLP checkout'):
+        B.build_reference(tiny_cfg, str(tmp_path))
+
+
+def test_config_complexity_and_failure(tiny_cfg, tmp_path):
+    row = C.config_complexity(tiny_cfg)
+    assert row['params_m'] > 0 and row['gflops'] > 0 and row['input'] == '224x224'
+    bad = tmp_path / 'bad_in1k.py'
+    bad.write_text("default_scope = 'mmpretrain'\nmodel = dict(type='NoSuchModel')\n")
+    row = C.config_complexity(str(bad))
+    assert row['params_m'] is None and row['note'].startswith('build failed')
