@@ -148,7 +148,12 @@ class GaussianPositionMixing(_PositionMixing):
         else:
             self.spreads = nn.Parameter(torch.ones(groups))
         self.init_std = init_std
-        self.register_buffer('offsets', relative_offsets(self.window).float(), persistent=False)
+        # quadratic features of the offsets, [d_i d_j (D*D), d_i (D)] per (query, key): the score
+        # is then one matmul with per-group coefficients (the official ``rel_indices`` form)
+        d = relative_offsets(self.window)
+        n = self.num_tokens
+        feats = torch.cat([(d[..., :, None] * d[..., None, :]).reshape(n, n, dim * dim), d], dim=-1)
+        self.register_buffer('features', feats.reshape(n * n, -1).float(), persistent=False)
 
     def init_weights(self):
         nn.init.normal_(self.centers, std=self.init_std)
@@ -160,14 +165,20 @@ class GaussianPositionMixing(_PositionMixing):
                 self.spreads.copy_(1 + self.init_std * torch.randn_like(self.spreads))
 
     def logits(self) -> torch.Tensor:
-        d = self.offsets.to(self.centers.dtype)  # (N, N, D)
+        """``-1/2 (d - c)^T Sigma (d - c)`` up to a per-group constant (which the softmax over
+        keys removes): ``-1/2 d^T Sigma d + (Sigma c)^T d``, as one matmul on the offsets'
+        quadratic and linear features."""
+        dim = self.centers.shape[-1]
         if self.generalized:
             sigma = self.spreads @ self.spreads.transpose(-1, -2)  # (G, D, D)
-            diff = d[None] - self.centers[:, None, None, :]  # (G, N, N, D)
-            return -0.5 * torch.einsum('gmnd,gde,gmne->gmn', diff, sigma, diff)
-        centers = self.spreads.square()[:, None] * self.centers
-        diff = d[None] - centers[:, None, None, :]
-        return -0.5 * diff.square().sum(-1)
+            centers = self.centers
+        else:
+            sigma = torch.eye(dim, dtype=self.centers.dtype, device=self.centers.device).expand(self.groups, dim, dim)
+            centers = self.spreads.square()[:, None] * self.centers
+        linear = (sigma @ centers[..., None])[..., 0]  # (G, D)
+        coeffs = torch.cat([-0.5 * sigma.reshape(self.groups, dim * dim), linear], dim=-1)  # (G, D*D + D)
+        n = self.num_tokens
+        return (self.features.to(coeffs.dtype) @ coeffs.T).T.reshape(self.groups, n, n)
 
 
 class LearnedPositionMixing(_PositionMixing):

@@ -52,7 +52,7 @@ def window_partition(x: torch.Tensor, window_size: Sequence[int]) -> torch.Tenso
         shape += [s // w, w]
     x = x.view(*shape, C)
     perm = [0] + [1 + 2 * i for i in range(d)] + [2 + 2 * i for i in range(d)] + [2 * d + 1]
-    n_windows = math.prod(s // w for s, w in zip(spatial, window_size))
+    n_windows = math.prod([s // w for s, w in zip(spatial, window_size)])  # a list: no dynamo graph break
     return x.permute(perm).reshape(B, n_windows, math.prod(window_size), C)
 
 
@@ -71,6 +71,7 @@ def window_reverse(windows: torch.Tensor, window_size: Sequence[int],
 
 
 @lru_cache(maxsize=256)
+@torch.inference_mode(False)  # cached tensors must stay usable outside inference mode
 def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple[int, ...],
                   shift: Tuple[int, ...]):
     """Key masks of every window, deduplicated into patterns (computed on CPU, cached).
@@ -116,6 +117,7 @@ def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple
 
 
 @lru_cache(maxsize=256)
+@torch.inference_mode(False)
 def _window_masks_on(padded, valid, window, shift, device: str):
     masks = _window_masks(padded, valid, window, shift)
     if masks is None:
@@ -125,6 +127,7 @@ def _window_masks_on(padded, valid, window, shift, device: str):
 
 
 @lru_cache(maxsize=256)
+@torch.inference_mode(False)
 def _slot_positions(padded: Tuple[int, ...], window: Tuple[int, ...], shift: Tuple[int, ...]) -> torch.Tensor:
     """Flat map position held by every (window, token) slot of a layout: ``(nW * N,)``."""
     pos = torch.arange(math.prod(padded)).view(1, *padded, 1)
@@ -134,6 +137,7 @@ def _slot_positions(padded: Tuple[int, ...], window: Tuple[int, ...], shift: Tup
 
 
 @lru_cache(maxsize=256)
+@torch.inference_mode(False)
 def _transition_index(padded, window, shift_from, shift_to, device: str) -> torch.Tensor:
     """Gather index taking windows of one shift to windows of another in one copy."""
     src = _slot_positions(padded, window, shift_from)
