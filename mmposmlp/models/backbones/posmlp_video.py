@@ -16,13 +16,11 @@ from mmcv.cnn import ConvModule, build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
 from mmengine.logging import print_log
 from mmengine.model import BaseModule
-from mmengine.model.weight_init import trunc_normal_
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin
 from ..checkpoints import load_pretrained
-from ..layers.gating import PositionalGatingUnit
+from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.relative_position import LearnedPositionMixing
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
 
@@ -400,16 +398,7 @@ class PosMLPVideo(FrozenStagesMixin, BaseModule):
         super().init_weights()
 
     def _init_default(self):
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.LayerNorm, _BatchNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, PositionalGatingUnit):
-                m.init_weights()
+        init_gated_mlp_weights(self)
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor):

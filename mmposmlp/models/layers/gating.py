@@ -30,6 +30,24 @@ GATE_TYPES = {
 }
 
 
+def init_gated_mlp_weights(model: nn.Module) -> None:
+    """The PosMLP family's default init (image and video): trunc-normal(0.02) Linear weights with
+    zero biases, unit/zero norms, and each gating unit's own init (GQPE near identity spreads,
+    LRPE trunc-normal tables, zero token biases)."""
+    from mmengine.model.weight_init import trunc_normal_
+    from torch.nn.modules.batchnorm import _BatchNorm
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.LayerNorm, _BatchNorm)):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, PositionalGatingUnit):
+            m.init_weights()
+
+
 def apply_token_mixing(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``out[b, w, m, k*G+g] = sum_n matrix[g, m, n] x[b, w, n, k*G+g]`` for (B, nW, N, C)."""
     B, nW, N, C = x.shape
