@@ -40,7 +40,7 @@ def train_and_test(config, cwd, train_opts, test_opts=None):
     if test_opts is not None:
         test_log = run_tool([os.path.join(ROOT, 'tools', 'test.py'), config, ckpt, '--work-dir',
                              os.path.join(cwd, 'test'), '--cfg-options', *test_opts], cwd)
-        assert 'Epoch(test)' in test_log, test_log[-3000:]
+        assert re.search(r'(Epoch|Iter)\(test\)', test_log), test_log[-3000:]  # epoch- or iteration-based
         log += test_log
     return log
 
