@@ -91,12 +91,14 @@ def test_mask_rcnn_posmlp_t_overfits_four_images(toy_cwd):
     """Gradients reach every part of the model: trained on 4 toy images, evaluated on the same
     4 images, bbox mAP >= 0.5."""
     cfg = os.path.join(TOY, 'mask-rcnn_posmlp-t_1x_toy-coco.py')
-    opts = ['train_dataloader.dataset.indices=4', 'train_dataloader.batch_size=4',
+    # 50 steps of batch 4 reached only bbox mAP 0.18 here (08:18 run); 120 steps of batch 2 as below
+    # are expected to pass (make demo: 48 steps on 16 images reach 0.55 on unseen images) - unverified
+    opts = ['train_dataloader.dataset.indices=4', 'train_dataloader.batch_size=2',
             'val_dataloader.dataset.ann_file=annotations/instances_train2017.json',
             'val_dataloader.dataset.data_prefix.img=train2017/', 'val_dataloader.dataset.indices=4',
             'val_evaluator.ann_file=data/toy/coco/annotations/instances_train2017.json',
-            'train_cfg.max_epochs=50', 'train_cfg.val_interval=50', 'default_hooks.checkpoint.interval=50',
-            'optim_wrapper.optimizer.lr=5e-4', 'param_scheduler.1.milestones=[40]',
+            'train_cfg.max_epochs=60', 'train_cfg.val_interval=60', 'default_hooks.checkpoint.interval=60',
+            'optim_wrapper.optimizer.lr=5e-4', 'param_scheduler.1.milestones=[50]',
             'train_dataloader.dataset.pipeline.3.prob=0.0']
     work = os.path.join(str(toy_cwd), 'work')
     log = run_tool([os.path.join(ROOT, 'tools', 'train.py'), cfg, '--work-dir', work, '--cfg-options', *opts],
