@@ -1,7 +1,6 @@
 """tools/train.py + tools/test.py on upstream configs of all four libraries, the torch 2.13 checkpoint
 round trip, and one-line errors for bad input (issue 2, items 3-4)."""
 import os
-import os.path as osp
 import pickle
 
 import pytest

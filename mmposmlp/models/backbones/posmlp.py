@@ -12,7 +12,7 @@ from mmengine.model import BaseModule
 from mmposmlp.registry import MODELS
 from ..checkpoints import load_pretrained
 from .base import FrozenStagesMixin
-from ..layers.gating import GATE_TYPES, PositionalGatingUnit, init_gated_mlp_weights
+from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
 
 

@@ -6,7 +6,6 @@ with a 1D ``(T,)``, 2D ``(H, W)`` or 3D ``(T, H, W)`` window; this file only wir
 the video PosMLP modules/blocks of Fig. 2 and Fig. 6 and the hierarchical network of Fig. 3/4.
 """
 import copy
-import math
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch

@@ -15,7 +15,6 @@ from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks import DropPath
 from mmengine.logging import print_log
 from mmengine.model import BaseModule
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin
