@@ -49,7 +49,9 @@ def test_official_vectors(name):
     d = load_vector(name)
     model = build_from_vector(d)
     feats = []
-    hooks = [s.register_forward_hook(lambda m, i, o: feats.append(o)) for s in model.backbone.stages]
+    # stages run channels-last (B, H, W, C); the official features are NCHW
+    hooks = [s.register_forward_hook(lambda m, i, o: feats.append(o.permute(0, 3, 1, 2)))
+             for s in model.backbone.stages]
     with torch.no_grad():
         m64 = model.double()
         for x, ref in zip(d['inputs'], d['outputs_fp64']):
@@ -215,6 +217,48 @@ def test_masked_padding_and_shift_equal_direct_computation(gate_type, hw, shift)
     assert (ours - ref).abs().max() < 1e-10
 
 
+@pytest.mark.parametrize('gate_type', sorted(GATE_TYPES))
+@pytest.mark.parametrize('hw,shift', [((12, 12), (0, 0)), ((11, 15), (3, 3))])
+def test_projected_fast_path_equals_plain_path(gate_type, hw, shift):
+    """``forward_projected`` (X1 computed transposed by one GEMM, no permutes) gives the plain
+    ``gate(act(fc(x)))`` - values and every gradient - on padded and shifted windows."""
+    torch.manual_seed(4)
+    window, cin, hidden, groups = (6, 6), 8, 32, 4
+    fc = nn.Linear(cin, hidden).double()
+    gate = PositionalGatingUnit(hidden, window, groups, gate_type).double()
+    with torch.no_grad():
+        for p in gate.parameters():
+            p.normal_(0, 0.5)
+    act = nn.GELU()
+    x = pad_to_multiple(torch.randn(2, *hw, cin, dtype=torch.float64), window)
+    layout = make_layout(x, hw, window, shift)
+    assert layout.masked == (hw != (12, 12) or any(shift))
+    windows = layout.partition(x).requires_grad_()
+    results = []
+    for fast in (False, True):
+        out = gate.forward_projected(windows, fc, act, layout) if fast else gate(act(fc(windows)), layout)
+        params = [windows] + list(fc.parameters()) + list(gate.parameters())
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), params,
+                                    allow_unused=True)
+        results.append((out.detach(), grads))
+    assert (results[0][0] - results[1][0]).abs().max() < 1e-12
+    for g0, g1 in zip(results[0][1], results[1][1]):
+        assert (g0 is None) == (g1 is None)
+        if g0 is not None:
+            assert (g0 - g1).abs().max() < 1e-10
+
+
+def test_projected_fast_path_respects_hooks_on_fc():
+    """A wrapped/hooked FC (e.g. a quantiser or LoRA hook) is called, not bypassed."""
+    fc, gate, act = nn.Linear(8, 32), PositionalGatingUnit(32, (4, 4), 4), nn.GELU()
+    calls = []
+    fc.register_forward_hook(lambda m, i, o: calls.append(o.shape) or o * 0)
+    x = torch.randn(1, 2, 16, 8)
+    out = gate.forward_projected(x, fc, act)
+    assert calls == [torch.Size([1, 2, 16, 32])]
+    assert out.abs().max() == 0  # the hook's output was used
+
+
 def test_shift_without_mask_would_differ():
     """The direct reference is sensitive: dropping the masks changes border tokens."""
     torch.manual_seed(2)
@@ -259,18 +303,18 @@ def test_identical_to_unpadded_at_window_multiples():
     model = PosMLP(arch=TINY, out_indices=(3, )).eval()
     x = torch.randn(1, 3, 224, 224)
     layout_calls = []
-    orig = PositionalGatingUnit.forward
+    orig = PositionalGatingUnit._mix
 
-    def spy(self, x, layout=None):
+    def spy(self, u, layout, *args):
         layout_calls.append(layout.masked)
-        return orig(self, x, layout)
+        return orig(self, u, layout, *args)
 
-    PositionalGatingUnit.forward = spy
+    PositionalGatingUnit._mix = spy
     try:
         with torch.no_grad():
             model(x)
     finally:
-        PositionalGatingUnit.forward = orig
+        PositionalGatingUnit._mix = orig
     assert layout_calls and not any(layout_calls)
 
 

@@ -31,7 +31,11 @@ class ConvPatchEmbed(nn.Sequential):
 
 
 class ConvPatchMerging(nn.Module):
-    """ConvPM (Sec. 4.2, Fig. 2c): depthwise-multiplier conv3x3/s2 + LayerNorm over channels."""
+    """ConvPM (Sec. 4.2, Fig. 2c): depthwise-multiplier conv3x3/s2 + LayerNorm over channels.
+
+    Channels-last ``(B, H, W, C)`` in and out: the conv then runs on channels-last memory
+    (several times faster on CPU for this depthwise conv) and the norm needs no permute copy.
+    """
 
     def __init__(self, in_channels: int, out_channels: int, norm_cfg: dict):
         super().__init__()
@@ -41,9 +45,9 @@ class ConvPatchMerging(nn.Module):
         self.conv = nn.Conv2d(in_channels, out_channels, 3, stride=2, padding=1, groups=in_channels)
         self.norm = build_norm_layer(norm_cfg, out_channels)[1]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # NCHW -> NCHW
-        x = self.conv(x)
-        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, H, W, C) -> (B, H', W', C')
+        x = self.conv(x.permute(0, 3, 1, 2))
+        return self.norm(x.permute(0, 2, 3, 1))
 
 
 class PosMLPBlock(nn.Module):
@@ -67,13 +71,14 @@ class PosMLPBlock(nn.Module):
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, layout=None) -> torch.Tensor:
-        y = self.gate(self.act(self.fc1(self.norm(x))), layout)
+        y = self.gate.forward_projected(self.norm(x), self.fc1, self.act, layout)  # = gate(act(fc1(.)))
         return x + self.drop_path(self.drop(self.fc2(y)))
 
 
 class PosMLPStage(nn.Module):
     """ConvPM (except stage 0) + blocks on windows. Pads to the window multiple, masks the
-    padding (and the shifted-window seams), crops back. NCHW in, NCHW out."""
+    padding (and the shifted-window seams), crops back. Channels-last ``(B, H, W, C)`` in and
+    out (the output may be a cropped view)."""
 
     def __init__(self, in_channels: int, embed_dims: int, depth: int, window, shift_size,
                  downsample: bool, block_kwargs: Sequence[dict], norm_cfg: dict, with_cp: bool = False):
@@ -88,8 +93,8 @@ class PosMLPStage(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.downsample is not None:
             x = self.downsample(x)
-        valid = tuple(x.shape[2:])
-        x = pad_to_multiple(x.permute(0, 2, 3, 1), self.window)
+        valid = tuple(x.shape[1:3])
+        x = pad_to_multiple(x, self.window)
         layouts = {}
         current, windows = None, None
         for block in self.blocks:
@@ -105,8 +110,7 @@ class PosMLPStage(nn.Module):
                 windows = cp.checkpoint(block, windows, layout, use_reentrant=False)
             else:
                 windows = block(windows, layout)
-        x = current.reverse(windows)
-        return crop(x, valid).permute(0, 3, 1, 2).contiguous()
+        return crop(current.reverse(windows), valid)
 
 
 @MODELS.register_module()
@@ -271,16 +275,15 @@ class PosMLP(FrozenStagesMixin, BaseModule):
         if x.shape[1] != self.patch_embed[0].conv.in_channels:
             raise ValueError(f'input has {x.shape[1]} channels but the backbone was built with '
                              f'in_channels={self.patch_embed[0].conv.in_channels}')
-        x = self.patch_embed(x)
+        # channels-last memory from the stem on: its convs and ConvPM's depthwise convs are
+        # much faster that way on CPU, and the stages' channels-last views need no copies
+        x = self.patch_embed(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
         outs = []
         for i, stage in enumerate(self.stages):
-            x = stage(x)
+            x = stage(x)  # (B, H, W, C)
             if i in self.out_indices:
-                out = x
-                if self.out_norm:
-                    norm = getattr(self, f'norm{i}')
-                    out = norm(out.permute(0, 2, 3, 1)).permute(0, 3, 1, 2).contiguous()
-                outs.append(out)
+                out = getattr(self, f'norm{i}')(x) if self.out_norm else x
+                outs.append(out.permute(0, 3, 1, 2).contiguous())
         return tuple(outs)
 
     # ------------------------------------------------------------------ train-mode policy

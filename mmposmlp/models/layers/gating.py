@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 
 from mmposmlp.registry import MODELS
@@ -48,13 +49,25 @@ def init_gated_mlp_weights(model: nn.Module) -> None:
             m.init_weights()
 
 
-def apply_token_mixing(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``out[b, w, m, k*G+g] = sum_n matrix[g, m, n] x[b, w, n, k*G+g]`` for (B, nW, N, C)."""
-    B, nW, N, C = x.shape
-    G = matrix.shape[0]
-    x = x.reshape(B * nW, N, C // G, G).permute(3, 1, 0, 2).reshape(G, N, -1)
-    out = torch.bmm(matrix.to(x.dtype), x)
-    return out.reshape(G, N, B * nW, C // G).permute(2, 1, 3, 0).reshape(B, nW, N, C)
+def apply_token_mixing(matrix: torch.Tensor, u: torch.Tensor,
+                       bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``out[g, ..., m] = sum_n matrix[g, m, n] u[g, ..., n] (+ bias[m])`` for ``u`` (G, ..., N).
+
+    The token axis is innermost, so all windows, batch items and channels of a group form the
+    rows of one matrix and the mixing is a single batched matmul over the groups (``P`` enters
+    transposed, a free view); the per-position bias rides along as ``baddbmm``'s input.
+    """
+    G, N = u.shape[0], u.shape[-1]
+    rows = u.reshape(G, -1, N)
+    mat = matrix.to(u.dtype).transpose(1, 2)
+    if bias is None:
+        out = torch.bmm(rows, mat)
+    elif torch.jit.is_tracing():
+        # FLOP counters (fvcore, mmengine.analysis) trace the model and know bmm, not baddbmm
+        out = torch.bmm(rows, mat) + bias.to(u.dtype).view(1, 1, N)
+    else:
+        out = torch.baddbmm(bias.to(u.dtype).view(1, 1, N), rows, mat)
+    return out.view(u.shape)
 
 
 @MODELS.register_module()
@@ -106,23 +119,70 @@ class PositionalGatingUnit(nn.Module):
 
     def forward(self, x: torch.Tensor, layout: Optional[WindowLayout] = None) -> torch.Tensor:
         """``x`` (B, nW, N, C) windows -> (B, nW, N, C // 2)."""
-        if x.shape[2] != self.num_tokens:
-            raise ValueError(f'{x.shape[2]} tokens per window, but this unit was built for window '
-                             f'{self.window} ({self.num_tokens} tokens)')
+        B, nW, N, C = self._check_tokens(x)
         u, v = x.chunk(2, dim=-1)
         if self.norm is not None:
             u = self.norm(u)
+        K = u.shape[-1] // self.groups
+        # X1 to the token-minor layout (G, K, B*nW, N): the one copy of this path
+        u = u.reshape(B * nW, N, K, self.groups).permute(3, 2, 0, 1).contiguous()
+        return self._gate(v, self._mix(u, layout, B, nW)).view(B, nW, N, -1)
+
+    def forward_projected(self, x: torch.Tensor, fc: nn.Linear, act: nn.Module,
+                          layout: Optional[WindowLayout] = None) -> torch.Tensor:
+        """``self(act(fc(x)), layout)`` with ``X1`` computed directly in the token-minor layout.
+
+        ``X1^T = W1 x^T + b1`` is one GEMM whose output rows are the (group-major reordered)
+        channels and whose columns are the tokens, i.e. exactly the layout the mixing needs:
+        no permute of the hidden tensor before or after the mixing (the way back is fused into
+        the gating product). Falls back to the plain path when ``fc`` is not a bare
+        ``nn.Linear`` (hooks, wrappers) or ``X1`` is normalised (the gMLP SGU).
+        """
+        if (self.norm is not None or type(fc) is not nn.Linear or fc._forward_hooks
+                or fc._forward_pre_hooks):
+            return self(act(fc(x)), layout)
+        B, nW, N, _ = self._check_tokens(x)
+        half = fc.out_features // 2
+        G = self.groups
+        K = half // G
+        # rows of W1's X1 half in group-major order (channel k*G+g -> row g*K+k)
+        w_u = fc.weight[:half].unflatten(0, (K, G)).transpose(0, 1).reshape(half, -1)
+        flat = x.reshape(B * nW * N, -1)
+        if fc.bias is not None:
+            u = torch.addmm(fc.bias[:half].view(K, G).t().reshape(half, 1), w_u, flat.t())
+        else:
+            u = torch.mm(w_u, flat.t())
+        u = act(u).view(G, K, B * nW, N)
+        v = act(F.linear(x, fc.weight[half:], None if fc.bias is None else fc.bias[half:]))
+        return self._gate(v, self._mix(u, layout, B, nW)).view(B, nW, N, -1)
+
+    def _check_tokens(self, x: torch.Tensor):
+        if x.dim() != 4 or x.shape[2] != self.num_tokens:
+            raise ValueError(f'expected windows (B, nW, N, C) with N = {self.num_tokens} tokens (window '
+                             f'{self.window}), got shape {tuple(x.shape)}')
+        return x.shape
+
+    def _mix(self, u: torch.Tensor, layout: Optional[WindowLayout], B: int, nW: int) -> torch.Tensor:
+        """``P X1 + b`` (Eq. 9) for ``u`` (G, K, B*nW, N); padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
         base, masked = self.mixing.matrices(patterns)
-        out = apply_token_mixing(base, u)
-        if masked is not None:
+        out = apply_token_mixing(base, u, self.token_bias)
+        if masked is not None and layout.masked_patterns:
             # windows that need a mask (padding, shift seams) are recomputed; interior windows,
             # usually the majority, keep the unmasked result (no gather/scatter of the bulk)
+            G, K, _, N = u.shape
+            u5, out5 = u.reshape(G, K, B, nW, N), out.view(G, K, B, nW, N)
             for k in layout.masked_patterns:
                 idx = layout.pattern_windows[k]
-                out[:, idx] = apply_token_mixing(masked[k], u[:, idx])
-        out = out + self.token_bias.to(out.dtype)[None, None, :, None]
-        return out * v
+                out5.index_copy_(3, idx, apply_token_mixing(masked[k], u5.index_select(3, idx), self.token_bias))
+        return out
+
+    def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``X2 * (P X1 + b)``: the product also takes ``out`` back to channels-last
+        (interleaved groups, channel ``k*G+g``), so no separate permute copy is made."""
+        G, K, M, N = out.shape
+        y = v.reshape(M, N, K, G) * out.permute(2, 3, 1, 0)  # v first: y takes v's (row-major) layout
+        return y.reshape(M, N, K * G)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Resize token biases (and LRPE tables) trained with another window. The old window
