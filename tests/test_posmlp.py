@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from mmposmlp.models.backbones.posmlp import PosMLP, convert_official_posmlp, official_arch_to_ours
 from mmposmlp.models.checkpoints import CheckpointMismatchError
+from mmposmlp.models.layers import gating
 from mmposmlp.models.layers.gating import GATE_TYPES, PositionalGatingUnit
 from mmposmlp.models.layers.windows import make_layout, pad_to_multiple
 
@@ -219,12 +220,14 @@ def test_masked_padding_and_shift_equal_direct_computation(gate_type, hw, shift)
 
 @pytest.mark.parametrize('gate_type', sorted(GATE_TYPES))
 @pytest.mark.parametrize('hw,shift', [((12, 12), (0, 0)), ((11, 15), (3, 3))])
-def test_projected_fast_path_equals_plain_path(gate_type, hw, shift):
-    """``forward_projected`` (X1 computed transposed by one GEMM, no permutes) gives the plain
-    ``gate(act(fc(x)))`` - values and every gradient - on padded and shifted windows."""
+@pytest.mark.parametrize('bias', [True, False])
+def test_channel_major_fast_path_equals_plain_path(gate_type, hw, shift, bias, monkeypatch):
+    """``forward_mlp`` (hidden tensor channel-major from fc1 to fc2, group-major weights) gives
+    the plain ``fc2(gate(act(fc1(x))))`` - values and every gradient - on padded and shifted
+    windows, with and without autograd (the no-grad path caches the permuted weights)."""
     torch.manual_seed(4)
     window, cin, hidden, groups = (6, 6), 8, 32, 4
-    fc = nn.Linear(cin, hidden).double()
+    fc1, fc2 = nn.Linear(cin, hidden, bias=bias).double(), nn.Linear(hidden // 2, 5, bias=bias).double()
     gate = PositionalGatingUnit(hidden, window, groups, gate_type).double()
     with torch.no_grad():
         for p in gate.parameters():
@@ -234,29 +237,36 @@ def test_projected_fast_path_equals_plain_path(gate_type, hw, shift):
     layout = make_layout(x, hw, window, shift)
     assert layout.masked == (hw != (12, 12) or any(shift))
     windows = layout.partition(x).requires_grad_()
+    params = [windows] + list(fc1.parameters()) + list(fc2.parameters()) + list(gate.parameters())
     results = []
     for fast in (False, True):
-        out = gate.forward_projected(windows, fc, act, layout) if fast else gate(act(fc(windows)), layout)
-        params = [windows] + list(fc.parameters()) + list(gate.parameters())
-        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), params,
-                                    allow_unused=True)
+        out = gate.forward_mlp(windows, fc1, act, fc2, layout) if fast else fc2(gate(act(fc1(windows)), layout))
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), params)
         results.append((out.detach(), grads))
     assert (results[0][0] - results[1][0]).abs().max() < 1e-12
     for g0, g1 in zip(results[0][1], results[1][1]):
-        assert (g0 is None) == (g1 is None)
-        if g0 is not None:
-            assert (g0 - g1).abs().max() < 1e-10
+        assert (g0 - g1).abs().max() < 1e-10
+    with torch.no_grad():
+        assert (gate.forward_mlp(windows, fc1, act, fc2, layout) - results[0][0]).abs().max() < 1e-12
+        # inference in chunks of 3 windows: chunks straddle images and split masked windows
+        monkeypatch.setattr(gating, 'CHUNK_BYTES', 3 * hidden * 36 * 8)
+        assert windows.shape[1] * 2 > 3
+        assert (gate.forward_mlp(windows, fc1, act, fc2, layout) - results[0][0]).abs().max() < 1e-12
+        fc2.weight.mul_(2)  # the cached permuted weights follow in-place updates
+        assert (gate.forward_mlp(windows, fc1, act, fc2, layout)
+                - fc2(gate(act(fc1(windows)), layout))).abs().max() < 1e-12
 
 
-def test_projected_fast_path_respects_hooks_on_fc():
+def test_fast_path_respects_hooks_on_fcs():
     """A wrapped/hooked FC (e.g. a quantiser or LoRA hook) is called, not bypassed."""
-    fc, gate, act = nn.Linear(8, 32), PositionalGatingUnit(32, (4, 4), 4), nn.GELU()
+    fc1, fc2 = nn.Linear(8, 32), nn.Linear(16, 8)
+    gate, act = PositionalGatingUnit(32, (4, 4), 4), nn.GELU()
     calls = []
-    fc.register_forward_hook(lambda m, i, o: calls.append(o.shape) or o * 0)
+    fc1.register_forward_hook(lambda m, i, o: calls.append(o.shape) or o * 0)
     x = torch.randn(1, 2, 16, 8)
-    out = gate.forward_projected(x, fc, act)
+    out = gate.forward_mlp(x, fc1, act, fc2)
     assert calls == [torch.Size([1, 2, 16, 32])]
-    assert out.abs().max() == 0  # the hook's output was used
+    assert torch.allclose(out, fc2.bias.expand_as(out))  # the hook's output (zeros) was used
 
 
 def test_shift_without_mask_would_differ():

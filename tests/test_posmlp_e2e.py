@@ -1,5 +1,6 @@
 """End-to-end on the generated toy data with our tools: PosMLP-T detectors and segmentors train a
 few iterations, save a checkpoint, and evaluate (bbox/segm mAP, mIoU printed)."""
+import json
 import os
 import re
 import subprocess
@@ -91,12 +92,21 @@ def test_mask_rcnn_posmlp_t_overfits_four_images(toy_cwd):
     """Gradients reach every part of the model: trained on 4 toy images, evaluated on the same
     4 images, bbox mAP >= 0.5."""
     cfg = os.path.join(TOY, 'mask-rcnn_posmlp-t_1x_toy-coco.py')
-    # 50 steps of batch 4 reached only bbox mAP 0.18 here (08:18 run); 120 steps of batch 2 as below
-    # are expected to pass (make demo: 48 steps on 16 images reach 0.55 on unseen images) - unverified
-    opts = ['train_dataloader.dataset.indices=4', 'train_dataloader.batch_size=2',
-            'val_dataloader.dataset.ann_file=annotations/instances_train2017.json',
-            'val_dataloader.dataset.data_prefix.img=train2017/', 'val_dataloader.dataset.indices=4',
-            'val_evaluator.ann_file=data/toy/coco/annotations/instances_train2017.json',
+    # COCO evaluation scores every image of its annotation file, so the 4 images get a file of
+    # their own (with the 16-image train file, 4 perfectly detected images would score ~0.2)
+    src = os.path.join(str(toy_cwd), 'data', 'toy', 'coco', 'annotations', 'instances_train2017.json')
+    with open(src) as f:
+        coco = json.load(f)
+    keep = {img['id'] for img in coco['images'][:4]}
+    coco['images'] = coco['images'][:4]
+    coco['annotations'] = [a for a in coco['annotations'] if a['image_id'] in keep]
+    assert coco['annotations']
+    subset = os.path.join(str(toy_cwd), 'overfit4.json')
+    with open(subset, 'w') as f:
+        json.dump(coco, f)
+    opts = [f'train_dataloader.dataset.ann_file={subset}', 'train_dataloader.batch_size=2',
+            f'val_dataloader.dataset.ann_file={subset}', 'val_dataloader.dataset.data_prefix.img=train2017/',
+            f'val_evaluator.ann_file={subset}',
             'train_cfg.max_epochs=60', 'train_cfg.val_interval=60', 'default_hooks.checkpoint.interval=60',
             'optim_wrapper.optimizer.lr=5e-4', 'param_scheduler.1.milestones=[50]',
             'train_dataloader.dataset.pipeline.3.prob=0.0']

@@ -272,6 +272,22 @@ def test_padding_mask_equals_smaller_window():
         assert torch.allclose(big(x), small(x), atol=1e-6)
 
 
+@pytest.mark.parametrize('axes', ['t', 'hw', 'thw'])
+def test_module_fast_path_equals_plain_gating(axes):
+    """A single-unit module windows its normed input and lets the unit apply fc1 + GELU
+    (``forward_projected``); on a padded clip this equals gating ``GELU(fc1(LN(x)))``."""
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideoModule, _gate_over
+    torch.manual_seed(0)
+    mod = PosMLPVideoModule(16, 4, (4, 3, 3), 4, [axes], norm_cfg=dict(type='LN', eps=1e-6),
+                            act_cfg=dict(type='GELU')).double()
+    with torch.no_grad():
+        for p in mod.parameters():
+            p.normal_(0, 0.3)
+    x = torch.randn(2, 5, 7, 4, 16, dtype=torch.float64)  # T, H, W not window multiples
+    plain = mod.fc2(_gate_over(mod.gate(axes), mod.act(mod.fc1(mod.norm(x))), axes, mod.window))
+    assert (mod(x) - plain).abs().max() < 1e-12
+
+
 def test_temporal_order_sensitivity():
     """PoTGU makes the model order-sensitive (Table 6's premise); PoSGU-only is not."""
     x = torch.randn(1, 3, 4, 32, 32)

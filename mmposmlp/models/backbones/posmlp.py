@@ -71,8 +71,8 @@ class PosMLPBlock(nn.Module):
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, layout=None) -> torch.Tensor:
-        y = self.gate.forward_projected(self.norm(x), self.fc1, self.act, layout)  # = gate(act(fc1(.)))
-        return x + self.drop_path(self.drop(self.fc2(y)))
+        y = self.gate.forward_mlp(self.norm(x), self.fc1, self.act, self.fc2, layout)  # fc2(gate(act(fc1(.))))
+        return x + self.drop_path(self.drop(y))
 
 
 class PosMLPStage(nn.Module):

@@ -6,7 +6,7 @@ with a 1D ``(T,)``, 2D ``(H, W)`` or 3D ``(T, H, W)`` window; this file only wir
 the video PosMLP modules/blocks of Fig. 2 and Fig. 6 and the hierarchical network of Fig. 3/4.
 """
 import copy
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -43,8 +43,14 @@ class IdentityGate(nn.Module):
         return u * v
 
 
-def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window) -> torch.Tensor:
+def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window,
+               mlp: Optional[Tuple[nn.Linear, nn.Module, nn.Linear]] = None) -> torch.Tensor:
     """Apply ``gate`` to the channels-last map ``x`` (B, T, H, W, C) over ``axes``.
+
+    With ``mlp = (fc1, act, fc2)``, ``x`` is the input of the module's first FC and the unit
+    computes ``fc2(gate(act(fc1(x))))`` itself (:meth:`PositionalGatingUnit.forward_mlp`): the
+    map is windowed at its ``C`` channels instead of the FCs' wider hidden tensor, which never
+    needs a permute.
 
     ``'t'``: windows of ``window[0]`` frames at every spatial position (PoTGU);
     ``'hw'``: ``window[1:]`` spatial windows in every frame (PoSGU); ``'thw'``: 3D windows
@@ -52,7 +58,7 @@ def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window) -> torch.Ten
     machinery), so any clip length / size runs.
     """
     if isinstance(gate, IdentityGate):
-        return gate(x)
+        return gate(x) if mlp is None else mlp[2](gate(mlp[1](mlp[0](x))))
     B, T, H, W, C = x.shape
     if axes == 't':
         y = x.permute(0, 2, 3, 1, 4).reshape(B * H * W, T, C)
@@ -64,7 +70,9 @@ def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window) -> torch.Ten
         y, win, valid = x, tuple(window), (T, H, W)
     y = pad_to_multiple(y, win)
     layout = make_layout(y, valid, win)
-    y = layout.reverse(gate(layout.partition(y), layout))
+    windows = layout.partition(y)
+    windows = gate(windows, layout) if mlp is None else gate.forward_mlp(windows, *mlp, layout=layout)
+    y = layout.reverse(windows)
     y = crop(y, valid)
     C2 = y.shape[-1]
     if axes == 't':
@@ -117,10 +125,11 @@ class PosMLPVideoModule(nn.Module):
         return getattr(self, self._gate_name(axes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, H, W, C)
+        if self.combine is None:  # the unit applies fc1 + act itself (fast path)
+            mlp = (self.fc1, self.act, self.fc2)
+            return self.drop(_gate_over(self.gate(self.axes[0]), self.norm(x), self.axes[0], self.window, mlp))
         h = self.act(self.fc1(self.norm(x)))
-        if self.combine is None:
-            y = _gate_over(self.gate(self.axes[0]), h, self.axes[0], self.window)
-        elif self.combine == 'split':
+        if self.combine == 'split':
             parts = h.chunk(2, dim=-1)
             y = torch.cat([_gate_over(self.gate(a), p, a, self.window) for a, p in zip(self.axes, parts)], -1)
         else:

@@ -12,7 +12,6 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 
 from mmposmlp.registry import MODELS
@@ -68,6 +67,17 @@ def apply_token_mixing(matrix: torch.Tensor, u: torch.Tensor,
     else:
         out = torch.baddbmm(bias.to(u.dtype).view(1, 1, N), rows, mat)
     return out.view(u.shape)
+
+
+#: without autograd, :meth:`PositionalGatingUnit.forward_mlp` processes windows in chunks whose
+#: hidden tensor stays below this many bytes (measured best around 8-20 MB on the 2-vCPU EPYC VMs
+#: of docs/benchmarks.md; smaller chunks make the GEMMs too thin)
+CHUNK_BYTES = 16 << 20
+
+
+def _plain_linear(fc: nn.Module) -> bool:
+    """A bare ``nn.Linear`` whose forward may be replaced by an equivalent GEMM (no hooks)."""
+    return type(fc) is nn.Linear and not fc._forward_hooks and not fc._forward_pre_hooks
 
 
 @MODELS.register_module()
@@ -128,33 +138,74 @@ class PositionalGatingUnit(nn.Module):
         u = u.reshape(B * nW, N, K, self.groups).permute(3, 2, 0, 1).contiguous()
         return self._gate(v, self._mix(u, layout, B, nW)).view(B, nW, N, -1)
 
-    def forward_projected(self, x: torch.Tensor, fc: nn.Linear, act: nn.Module,
-                          layout: Optional[WindowLayout] = None) -> torch.Tensor:
-        """``self(act(fc(x)), layout)`` with ``X1`` computed directly in the token-minor layout.
+    def forward_mlp(self, x: torch.Tensor, fc1: nn.Linear, act: nn.Module, fc2: nn.Linear,
+                    layout: Optional[WindowLayout] = None) -> torch.Tensor:
+        """``fc2(self(act(fc1(x)), layout))`` - the gated channel MLP around the unit - with the
+        hidden tensor kept channel-major ``(C_hidden, tokens)`` from ``fc1`` to ``fc2``.
 
-        ``X1^T = W1 x^T + b1`` is one GEMM whose output rows are the (group-major reordered)
-        channels and whose columns are the tokens, i.e. exactly the layout the mixing needs:
-        no permute of the hidden tensor before or after the mixing (the way back is fused into
-        the gating product). Falls back to the plain path when ``fc`` is not a bare
-        ``nn.Linear`` (hooks, wrappers) or ``X1`` is normalised (the gMLP SGU).
+        ``H^T = W1 x^T + b1`` is one GEMM whose rows are the hidden channels in group-major
+        order and whose columns are the tokens: exactly the layout of the token mixing
+        (one batched matmul, no permute before it), the gating product is a plain
+        element-wise product, and ``fc2`` reads ``Y^T`` as a transposed operand. No copy of the
+        hidden tensor is made. The group-major weights are a row/column permutation of
+        ``fc1``/``fc2`` (cached without autograd, like the positional matrices).
+
+        Without autograd the windows are processed in chunks whose hidden tensor stays within
+        :data:`CHUNK_BYTES` (every window is independent here): at large maps the hidden tensor
+        (e.g. 108 MB at stage 0 of an 800x1344 image) otherwise streams through memory once per
+        element-wise step; in chunks it stays in cache. Falls back to the plain composition when
+        an FC is not a bare ``nn.Linear`` (hooks, wrappers) or ``X1`` is normalised (gMLP SGU).
         """
-        if (self.norm is not None or type(fc) is not nn.Linear or fc._forward_hooks
-                or fc._forward_pre_hooks):
-            return self(act(fc(x)), layout)
+        if self.norm is not None or not (_plain_linear(fc1) and _plain_linear(fc2)):
+            return fc2(self(act(fc1(x)), layout))
         B, nW, N, _ = self._check_tokens(x)
-        half = fc.out_features // 2
-        G = self.groups
-        K = half // G
-        # rows of W1's X1 half in group-major order (channel k*G+g -> row g*K+k)
-        w_u = fc.weight[:half].unflatten(0, (K, G)).transpose(0, 1).reshape(half, -1)
-        flat = x.reshape(B * nW * N, -1)
-        if fc.bias is not None:
-            u = torch.addmm(fc.bias[:half].view(K, G).t().reshape(half, 1), w_u, flat.t())
+        M = B * nW
+        weights = self._group_major_weights(fc1, fc2)
+        flat = x.reshape(M * N, -1)
+        step = M
+        if not torch.is_grad_enabled() and not torch.compiler.is_compiling():
+            step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
+        if step >= M:
+            z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0, B, nW)
         else:
-            u = torch.mm(w_u, flat.t())
-        u = act(u).view(G, K, B * nW, N)
-        v = act(F.linear(x, fc.weight[half:], None if fc.bias is None else fc.bias[half:]))
-        return self._gate(v, self._mix(u, layout, B, nW)).view(B, nW, N, -1)
+            z = torch.cat([self._mlp_windows(flat[m * N:min(M, m + step) * N], weights, fc2.bias, act, layout,
+                                             m, B, nW) for m in range(0, M, step)])
+        return z.view(B, nW, N, -1)
+
+    def _mlp_windows(self, rows: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.Module,
+                     layout: Optional[WindowLayout], start: int, B: int, nW: int) -> torch.Tensor:
+        """:meth:`forward_mlp` on the token rows of windows ``start ..`` of the ``B * nW`` windows."""
+        w1, b1, w2 = weights
+        N = self.num_tokens
+        R = rows.shape[0] // N
+        half = w1.shape[0] // 2
+        G, K = self.groups, half // self.groups
+        rows_t = rows.t()
+        h = torch.addmm(b1[:, None], w1, rows_t) if b1 is not None else torch.mm(w1, rows_t)
+        h = act(h)  # (2 * half, R * N): rows [X1 | X2], each (g, k)-ordered
+        u, v = h[:half].view(G, K, R, N), h[half:].view(G, K, R, N)
+        out = self._mix(u, layout, B, nW, start)
+        y = out.mul_(v) if not torch.is_grad_enabled() else out * v
+        y_t = y.view(half, R * N).t()
+        return torch.addmm(bias2, y_t, w2.t()) if bias2 is not None else torch.mm(y_t, w2.t())
+
+    def _group_major_weights(self, fc1: nn.Linear, fc2: nn.Linear):
+        """``fc1`` rows and ``fc2`` columns with channel ``k*G+g`` of each half moved to ``g*K+k``."""
+        tensors = (fc1.weight, fc1.bias, fc2.weight)
+        cached = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+        if cached:
+            key = tuple(None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
+            entry = self.__dict__.get('_weight_cache')
+            if entry is not None and entry[0] == key:
+                return entry[1]
+        G = self.groups
+        K = fc1.out_features // 2 // G
+        w1 = fc1.weight.unflatten(0, (2, K, G)).transpose(1, 2).reshape(fc1.weight.shape)
+        b1 = None if fc1.bias is None else fc1.bias.view(2, K, G).transpose(1, 2).reshape(-1)
+        w2 = fc2.weight.unflatten(1, (K, G)).transpose(1, 2).reshape(fc2.weight.shape)
+        if cached:
+            self.__dict__['_weight_cache'] = (key, (w1, b1, w2))
+        return w1, b1, w2
 
     def _check_tokens(self, x: torch.Tensor):
         if x.dim() != 4 or x.shape[2] != self.num_tokens:
@@ -162,19 +213,26 @@ class PositionalGatingUnit(nn.Module):
                              f'{self.window}), got shape {tuple(x.shape)}')
         return x.shape
 
-    def _mix(self, u: torch.Tensor, layout: Optional[WindowLayout], B: int, nW: int) -> torch.Tensor:
-        """``P X1 + b`` (Eq. 9) for ``u`` (G, K, B*nW, N); padded/shifted windows use masked ``P``."""
+    def _mix(self, u: torch.Tensor, layout: Optional[WindowLayout], B: int, nW: int,
+             start: int = 0) -> torch.Tensor:
+        """``P X1 + b`` (Eq. 9) for ``u`` (G, K, R, N) holding windows ``start .. start + R`` of the
+        ``B * nW`` windows; padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
         base, masked = self.mixing.matrices(patterns)
         out = apply_token_mixing(base, u, self.token_bias)
-        if masked is not None and layout.masked_patterns:
-            # windows that need a mask (padding, shift seams) are recomputed; interior windows,
-            # usually the majority, keep the unmasked result (no gather/scatter of the bulk)
-            G, K, _, N = u.shape
-            u5, out5 = u.reshape(G, K, B, nW, N), out.view(G, K, B, nW, N)
-            for k in layout.masked_patterns:
-                idx = layout.pattern_windows[k]
-                out5.index_copy_(3, idx, apply_token_mixing(masked[k], u5.index_select(3, idx), self.token_bias))
+        if masked is None or not layout.masked_patterns:
+            return out
+        # windows that need a mask (padding, shift seams) are recomputed; interior windows,
+        # usually the majority, keep the unmasked result (no gather/scatter of the bulk)
+        G, K, R, N = u.shape
+        if start == 0 and R == B * nW:  # all windows: static indices (torch.compile friendly)
+            u, out_w, axis = u.view(G, K, B, nW, N), out.view(G, K, B, nW, N), 3
+            groups = [(k, layout.pattern_windows[k]) for k in layout.masked_patterns]
+        else:  # a chunk of windows
+            out_w, axis = out, 2
+            groups = layout.masked_rows(start, R)
+        for k, idx in groups:
+            out_w.index_copy_(axis, idx, apply_token_mixing(masked[k], u.index_select(axis, idx), self.token_bias))
         return out
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

@@ -177,6 +177,20 @@ class WindowLayout:
         self.masked_patterns = [] if self.patterns is None else [
             k for k in range(self.patterns.shape[0]) if not bool(self.patterns[k].all())]
         self._dims = tuple(range(1, 1 + len(self.padded)))
+        self._device = device
+        self._row_cache = {}
+
+    def masked_rows(self, start: int, count: int):
+        """``[(pattern, indices)]`` of the masked windows among windows ``start .. start + count``
+        of a batch's ``B * nW`` windows (window ``m`` is window ``m % nW`` of its image), local
+        to that range; cached per range (used by chunked inference)."""
+        key = (start, count)
+        if key not in self._row_cache:
+            nW = self.window_pattern.numel()
+            pattern = self.window_pattern.cpu()[torch.arange(start, start + count) % nW]
+            found = [(k, (pattern == k).nonzero().flatten()) for k in self.masked_patterns]
+            self._row_cache[key] = [(k, idx.to(self._device)) for k, idx in found if idx.numel()]
+        return self._row_cache[key]
 
     @property
     def masked(self) -> bool:
