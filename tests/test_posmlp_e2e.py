@@ -93,7 +93,8 @@ def test_mask_rcnn_posmlp_t_overfits_four_images(toy_cwd):
     4 images, bbox mAP >= 0.5."""
     cfg = os.path.join(TOY, 'mask-rcnn_posmlp-t_1x_toy-coco.py')
     # COCO evaluation scores every image of its annotation file, so the 4 images get a file of
-    # their own (with the 16-image train file, 4 perfectly detected images would score ~0.2)
+    # their own (with the 16-image train file, 4 well detected images scored 0.18-0.19).
+    # Measured (2026-11-21, 2 cores, 16 min): bbox mAP 0.791 (mAP_50 1.0), segm mAP 0.907.
     src = os.path.join(str(toy_cwd), 'data', 'toy', 'coco', 'annotations', 'instances_train2017.json')
     with open(src) as f:
         coco = json.load(f)

@@ -185,9 +185,15 @@ class PositionalGatingUnit(nn.Module):
         h = act(h)  # (2 * half, R * N): rows [X1 | X2], each (g, k)-ordered
         u, v = h[:half].view(G, K, R, N), h[half:].view(G, K, R, N)
         out = self._mix(u, layout, B, nW, start)
-        y = out.mul_(v) if not torch.is_grad_enabled() else out * v
-        y_t = y.view(half, R * N).t()
-        return torch.addmm(bias2, y_t, w2.t()) if bias2 is not None else torch.mm(y_t, w2.t())
+        if not torch.is_grad_enabled():
+            y_t = out.mul_(v).view(half, R * N).t()
+            return torch.addmm(bias2, y_t, w2.t()) if bias2 is not None else torch.mm(y_t, w2.t())
+        # with autograd, fc2 is computed transposed (Z^T = W2 Y): its input gradient then comes out
+        # channel-major like Y, so the backward of the gating product and of the mixing needs no
+        # transposed copies; the forward pays one strided read of the (narrower) output instead
+        y = (out * v).view(half, R * N)
+        z_t = torch.addmm(bias2[:, None], w2, y) if bias2 is not None else torch.mm(w2, y)
+        return z_t.t()
 
     def _group_major_weights(self, fc1: nn.Linear, fc2: nn.Linear):
         """``fc1`` rows and ``fc2`` columns with channel ``k*G+g`` of each half moved to ``g*K+k``."""
