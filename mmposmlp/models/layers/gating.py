@@ -183,7 +183,7 @@ class PositionalGatingUnit(nn.Module):
         rows_t = rows.t()
         h = torch.addmm(b1[:, None], w1, rows_t) if b1 is not None else torch.mm(w1, rows_t)
         h = act(h)  # (2 * half, R * N): rows [X1 | X2], each (g, k)-ordered
-        u, v = h[:half].view(G, K, R, N), h[half:].view(G, K, R, N)
+        u, v = h.view(2, G, K, R, N).unbind(0)  # (backward: one stack, not two zero-filled slices)
         out = self._mix(u, layout, B, nW, start)
         if not torch.is_grad_enabled():
             y_t = out.mul_(v).view(half, R * N).t()

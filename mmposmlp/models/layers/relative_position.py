@@ -178,7 +178,7 @@ class GaussianPositionMixing(_PositionMixing):
         linear = (sigma @ centers[..., None])[..., 0]  # (G, D)
         coeffs = torch.cat([-0.5 * sigma.reshape(self.groups, dim * dim), linear], dim=-1)  # (G, D*D + D)
         n = self.num_tokens
-        return (self.features.to(coeffs.dtype) @ coeffs.T).T.reshape(self.groups, n, n)
+        return (coeffs @ self.features.to(coeffs.dtype).T).view(self.groups, n, n)
 
 
 class LearnedPositionMixing(_PositionMixing):
