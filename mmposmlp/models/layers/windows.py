@@ -113,7 +113,8 @@ def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple
     if patterns.shape[0] == 1 and bool(patterns.all()):
         return None
     pattern_windows = [(window_pattern == k).nonzero().flatten() for k in range(patterns.shape[0])]
-    return patterns, window_pattern, pattern_windows
+    masked_patterns = [k for k in range(patterns.shape[0]) if not bool(patterns[k].all())]
+    return patterns, window_pattern, pattern_windows, masked_patterns
 
 
 @lru_cache(maxsize=256)
@@ -122,8 +123,9 @@ def _window_masks_on(padded, valid, window, shift, device: str):
     masks = _window_masks(padded, valid, window, shift)
     if masks is None:
         return None
-    patterns, window_pattern, pattern_windows = masks
-    return patterns.to(device), window_pattern.to(device), [i.to(device) for i in pattern_windows]
+    patterns, window_pattern, pattern_windows, masked_patterns = masks
+    return (patterns.to(device), window_pattern.to(device), [i.to(device) for i in pattern_windows],
+            masked_patterns)
 
 
 @lru_cache(maxsize=256)
@@ -147,6 +149,20 @@ def _transition_index(padded, window, shift_from, shift_to, device: str) -> torc
     return inverse[dst].to(device)
 
 
+# Layout tensors depend on shapes only. ``assume_constant_result``: under torch.compile the
+# (data-dependent) construction runs at trace time and its result enters the graph as a constant,
+# so whole backbones compile without graph breaks; eagerly these are plain (cached) calls. (Plain
+# functions on purpose: dynamo looks through an lru_cache wrapper and would trace the construction.)
+@torch.compiler.assume_constant_result
+def _layout_masks(padded, valid, window, shift, device: str):
+    return _window_masks_on(padded, valid, window, shift, device)
+
+
+@torch.compiler.assume_constant_result
+def _layout_transition(padded, window, shift_from, shift_to, device: str) -> torch.Tensor:
+    return _transition_index(padded, window, shift_from, shift_to, device)
+
+
 class WindowLayout:
     """How one stage's padded map is (optionally shifted and) cut into windows.
 
@@ -165,17 +181,15 @@ class WindowLayout:
         self.valid = tuple(valid)
         self.window = tuple(window)
         self.shift = tuple(s if p > w else 0 for s, p, w in zip(shift, self.padded, self.window))
-        masks = _window_masks_on(self.padded, self.valid, self.window, self.shift, str(device))
+        masks = _layout_masks(self.padded, self.valid, self.window, self.shift, str(device))
         if masks is None:
             self.patterns = self.window_pattern = None
-            self.pattern_windows = []
+            self.pattern_windows, self.masked_patterns = [], []
         else:
             # ``pattern_windows``: window indices per pattern, precomputed (no data-dependent
-            # ops in forward, so torch.compile sees a static graph)
-            self.patterns, self.window_pattern, self.pattern_windows = masks
-        # patterns that actually mask something (an all-True pattern equals no mask)
-        self.masked_patterns = [] if self.patterns is None else [
-            k for k in range(self.patterns.shape[0]) if not bool(self.patterns[k].all())]
+            # ops in forward, so torch.compile sees a static graph); ``masked_patterns``: the
+            # patterns that actually mask something (an all-True pattern equals no mask)
+            self.patterns, self.window_pattern, self.pattern_windows, self.masked_patterns = masks
         self._dims = tuple(range(1, 1 + len(self.padded)))
         self._device = device
         self._row_cache = {}
@@ -205,7 +219,7 @@ class WindowLayout:
     def convert(self, windows: torch.Tensor, target: 'WindowLayout') -> torch.Tensor:
         """Windows of this layout -> windows of ``target`` (same padded map, other shift), as
         one gather instead of reverse + roll + partition."""
-        index = _transition_index(self.padded, self.window, self.shift, target.shift, str(windows.device))
+        index = _layout_transition(self.padded, self.window, self.shift, target.shift, str(windows.device))
         B, nW, N, C = windows.shape
         return windows.reshape(B, nW * N, C).index_select(1, index).view(B, nW, N, C)
 
