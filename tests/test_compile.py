@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mmposmlp.models.backbones.posmlp import PosMLP, PosMLPBlock
+from mmposmlp.models.layers import gating
 from mmposmlp.models.layers.windows import make_layout, pad_to_multiple
 
 NORM = dict(type='LN', eps=1e-6)
@@ -58,10 +59,14 @@ def test_compiled_block_sees_weight_updates():
     assert (after - before).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize('train', [False, True], ids=['eval', 'train'])
-def test_backbone_compiles_fullgraph(train):
+@pytest.mark.parametrize('train,chunked', [(False, False), (False, True), (True, False)],
+                         ids=['eval', 'eval-chunked', 'train'])
+def test_backbone_compiles_fullgraph(train, chunked, monkeypatch):
     """The whole backbone, with padded and shifted windows, is one graph: the shape-only window
-    layouts (mask patterns, shift transitions) enter it as constants."""
+    layouts (mask patterns, shift transitions, masked windows per inference chunk) enter it as
+    constants."""
+    if chunked:  # one window per chunk: chunks hold masked and unmasked windows of every pattern
+        monkeypatch.setattr(gating, 'CHUNK_BYTES', 1)
     torch.manual_seed(0)
     m = PosMLP(arch=dict(embed_dims=[16, 32, 64, 128], depths=[1, 2, 2, 1], groups=[2, 4, 8, 16]),
                out_indices=(0, 1, 2, 3), shift=True, drop_path_rate=0.).train(train)

@@ -163,7 +163,7 @@ class PositionalGatingUnit(nn.Module):
         weights = self._group_major_weights(fc1, fc2)
         flat = x.reshape(M * N, -1)
         step = M
-        if not torch.is_grad_enabled() and not torch.compiler.is_compiling():
+        if not torch.is_grad_enabled():
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
         if step >= M:
             z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0, B, nW)

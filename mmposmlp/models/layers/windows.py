@@ -163,6 +163,23 @@ def _layout_transition(padded, window, shift_from, shift_to, device: str) -> tor
     return _transition_index(padded, window, shift_from, shift_to, device)
 
 
+@lru_cache(maxsize=1024)
+@torch.inference_mode(False)
+def _masked_rows(padded, valid, window, shift, device: str, start: int, count: int):
+    masks = _window_masks(padded, valid, window, shift)
+    if masks is None:
+        return []
+    _, window_pattern, _, masked_patterns = masks
+    pattern = window_pattern[torch.arange(start, start + count) % window_pattern.numel()]
+    found = [(k, (pattern == k).nonzero().flatten()) for k in masked_patterns]
+    return [(k, idx.to(device)) for k, idx in found if idx.numel()]
+
+
+@torch.compiler.assume_constant_result
+def _layout_rows(padded, valid, window, shift, device: str, start: int, count: int):
+    return _masked_rows(padded, valid, window, shift, device, start, count)
+
+
 class WindowLayout:
     """How one stage's padded map is (optionally shifted and) cut into windows.
 
@@ -192,19 +209,12 @@ class WindowLayout:
             self.patterns, self.window_pattern, self.pattern_windows, self.masked_patterns = masks
         self._dims = tuple(range(1, 1 + len(self.padded)))
         self._device = device
-        self._row_cache = {}
 
     def masked_rows(self, start: int, count: int):
         """``[(pattern, indices)]`` of the masked windows among windows ``start .. start + count``
         of a batch's ``B * nW`` windows (window ``m`` is window ``m % nW`` of its image), local
-        to that range; cached per range (used by chunked inference)."""
-        key = (start, count)
-        if key not in self._row_cache:
-            nW = self.window_pattern.numel()
-            pattern = self.window_pattern.cpu()[torch.arange(start, start + count) % nW]
-            found = [(k, (pattern == k).nonzero().flatten()) for k in self.masked_patterns]
-            self._row_cache[key] = [(k, idx.to(self._device)) for k, idx in found if idx.numel()]
-        return self._row_cache[key]
+        to that range (used by chunked inference)."""
+        return _layout_rows(self.padded, self.valid, self.window, self.shift, str(self._device), start, count)
 
     @property
     def masked(self) -> bool:
