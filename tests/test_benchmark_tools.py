@@ -120,6 +120,14 @@ def test_cli_compare_json(tiny_cfg, tmp_path, capsys):
     assert 'ratio*' in text and 'img/s' in text
 
 
+@pytest.mark.parametrize('extra,message', [(['--compile-compare', '--mode', 'train'], 'inference only'),
+                                           ([], 'needs --compile')])
+def test_cli_compile_freezing_refuses_misuse(tiny_cfg, extra, message):
+    from tools.analysis import benchmark as tool
+    with pytest.raises(SystemExit, match=message):
+        tool.main([tiny_cfg, '--compile-freezing', '--iters', '0'] + extra)
+
+
 def test_cli_scaling_plot(tiny_cfg, tmp_path):
     from tools.analysis import benchmark as tool
     png = tmp_path / 's.png'

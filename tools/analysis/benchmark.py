@@ -48,6 +48,10 @@ def parse_args(argv=None):
                                                          'inside whole models)')
     p.add_argument('--compile-compare', action='store_true',
                    help='also measure the main config compiled, next to eager')
+    p.add_argument('--compile-freezing', action='store_true',
+                   help="inductor's inference freezing (torch._inductor.config.freezing = True: weights "
+                        'become constants, weight-only work is folded; the recommended CPU inference '
+                        'setting); inference only')
     p.add_argument('--with-cp', action='store_true', help='gradient checkpointing in the backbones')
     p.add_argument('--cp-compare', action='store_true', help='also measure the main config with with_cp=True')
     p.add_argument('--threads', type=int, help='torch.set_num_threads (default: torch default); 1 gives '
@@ -235,6 +239,14 @@ def run_scaling(args, specs, report):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.compile_freezing:
+        if args.mode == 'train':
+            raise SystemExit('--compile-freezing turns weights into constants: inference only (drop it for '
+                             '--mode train)')
+        if not (args.compile or args.compile_compare):
+            raise SystemExit('--compile-freezing needs --compile or --compile-compare')
+        import torch._inductor.config as inductor_config
+        inductor_config.freezing = True
     report, code = run(args)
     if args.json:
         with open(args.json, 'w') as f:
