@@ -6,6 +6,13 @@ positional matrix ``P`` per channel group, a per-position bias ``b`` is added, a
 result gates ``X2``. Channel ``c`` of ``X1`` belongs to group ``c mod G`` (interleaved, as in
 the official code). The same unit serves spatial (2D window), temporal (1D) and joint
 spatio-temporal (3D) mixing: only ``window`` changes.
+
+Data layout: the mixing works on ``X1`` laid out ``(G, K, windows, N)`` (``K = C1 / G`` channels
+per group, tokens innermost), where one batched matmul over the groups mixes every window at
+once. ``forward`` (input = the activated hidden tensor, channels-last) makes one copy into that
+layout; ``forward_mlp`` (input = the block's normed tokens, with its ``fc1``/``act``/``fc2``)
+produces it directly from ``fc1``'s GEMM and never copies the hidden tensor - see
+docs/benchmarks.md, "What makes the PosMLP blocks fast".
 """
 import math
 from typing import Optional, Sequence
