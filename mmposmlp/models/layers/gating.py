@@ -157,7 +157,7 @@ class PositionalGatingUnit(nn.Module):
         hidden tensor is made. The group-major weights are a row/column permutation of
         ``fc1``/``fc2`` (cached without autograd, like the positional matrices).
 
-        Without autograd the windows are processed in chunks whose hidden tensor stays within
+        Without autograd on CPU, the windows are processed in chunks whose hidden tensor stays within
         :data:`CHUNK_BYTES` (every window is independent here): at large maps the hidden tensor
         (e.g. 108 MB at stage 0 of an 800x1344 image) otherwise streams through memory once per
         element-wise step; in chunks it stays in cache. Falls back to the plain composition when
@@ -170,7 +170,7 @@ class PositionalGatingUnit(nn.Module):
         weights = self._group_major_weights(fc1, fc2)
         flat = x.reshape(M * N, -1)
         step = M
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled() and x.device.type == 'cpu':  # (GPUs want few, large kernels)
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
         if step >= M:
             z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0, B, nW)
