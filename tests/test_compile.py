@@ -78,3 +78,20 @@ def test_backbone_compiles_fullgraph(train, chunked, monkeypatch):
     if train:
         sum(o.sum() for o in outs).backward()
         assert all(p.grad is not None for p in m.parameters())
+
+
+def test_compat_shims(monkeypatch):
+    """``is_compiling`` is True only while dynamo traces; without ``assume_constant_result`` (old
+    torch) the layout helpers stay plain functions."""
+    from mmposmlp.utils import compat
+    assert not compat.is_compiling()
+    torch._dynamo.reset()
+    out = torch.compile(lambda x: x + 1 if compat.is_compiling() else x - 1, fullgraph=True,
+                        backend='eager')(torch.zeros(1))
+    assert out.item() == 1
+    marked = compat.assume_constant_result(lambda: 0)
+    assert getattr(marked, '_dynamo_marked_constant', False)  # torch's marker
+    monkeypatch.delattr(torch.compiler, 'assume_constant_result')
+    plain = lambda: 0  # noqa: E731
+    assert compat.assume_constant_result(plain) is plain
+    assert not getattr(plain, '_dynamo_marked_constant', False)

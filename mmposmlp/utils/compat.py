@@ -88,3 +88,20 @@ def patch_mmengine_checkpoint_loading() -> None:
     load_checkpoint._mmposmlp_original = original
     CheckpointLoader.load_checkpoint = classmethod(load_checkpoint)
     _LOADER_PATCHED = True
+
+
+# ------------------------------------------------------------------ torch.compile helpers
+def is_compiling() -> bool:
+    """``torch.compiler.is_compiling()`` (torch >= 2.3), with the torch 2.0-2.2 spelling."""
+    compiler = getattr(torch, 'compiler', None)
+    if compiler is not None and hasattr(compiler, 'is_compiling'):
+        return compiler.is_compiling()
+    dynamo = getattr(torch, '_dynamo', None)
+    return bool(dynamo is not None and hasattr(dynamo, 'is_compiling') and dynamo.is_compiling())
+
+
+def assume_constant_result(fn):
+    """``torch.compiler.assume_constant_result`` where it exists (torch >= 2.1), else ``fn`` as is
+    (then torch.compile traces ``fn`` and may break the graph there; eager mode is unaffected)."""
+    deco = getattr(getattr(torch, 'compiler', None), 'assume_constant_result', None)
+    return deco(fn) if deco is not None else fn

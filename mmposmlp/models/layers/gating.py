@@ -22,6 +22,7 @@ import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 
 from mmposmlp.registry import MODELS
+from mmposmlp.utils.compat import is_compiling
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
                                 infer_window, resize_grid_values)
 from .windows import WindowLayout
@@ -205,7 +206,7 @@ class PositionalGatingUnit(nn.Module):
     def _group_major_weights(self, fc1: nn.Linear, fc2: nn.Linear):
         """``fc1`` rows and ``fc2`` columns with channel ``k*G+g`` of each half moved to ``g*K+k``."""
         tensors = (fc1.weight, fc1.bias, fc2.weight)
-        cached = not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+        cached = not torch.is_grad_enabled() and not is_compiling()
         if cached:
             key = tuple(None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
             entry = self.__dict__.get('_weight_cache')

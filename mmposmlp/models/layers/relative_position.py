@@ -27,6 +27,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 
+from mmposmlp.utils.compat import is_compiling
+
 _INTERP = {1: 'linear', 2: 'bicubic', 3: 'trilinear'}
 
 
@@ -95,7 +97,7 @@ class _PositionMixing(nn.Module):
         and reused until a parameter changes (tracked by the tensors' version counters, which
         every in-place update - optimiser step, ``load_state_dict``, ``copy_`` - bumps).
         """
-        if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        if torch.is_grad_enabled() or is_compiling():
             return self._compute(patterns)
         key = (tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters()),
                None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)))

@@ -18,6 +18,8 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from mmposmlp.utils.compat import assume_constant_result
+
 
 def to_tuple(value, n: int) -> Tuple[int, ...]:
     if isinstance(value, int):
@@ -153,12 +155,12 @@ def _transition_index(padded, window, shift_from, shift_to, device: str) -> torc
 # (data-dependent) construction runs at trace time and its result enters the graph as a constant,
 # so whole backbones compile without graph breaks; eagerly these are plain (cached) calls. (Plain
 # functions on purpose: dynamo looks through an lru_cache wrapper and would trace the construction.)
-@torch.compiler.assume_constant_result
+@assume_constant_result
 def _layout_masks(padded, valid, window, shift, device: str):
     return _window_masks_on(padded, valid, window, shift, device)
 
 
-@torch.compiler.assume_constant_result
+@assume_constant_result
 def _layout_transition(padded, window, shift_from, shift_to, device: str) -> torch.Tensor:
     return _transition_index(padded, window, shift_from, shift_to, device)
 
@@ -175,7 +177,7 @@ def _masked_rows(padded, valid, window, shift, device: str, start: int, count: i
     return [(k, idx.to(device)) for k, idx in found if idx.numel()]
 
 
-@torch.compiler.assume_constant_result
+@assume_constant_result
 def _layout_rows(padded, valid, window, shift, device: str, start: int, count: int):
     return _masked_rows(padded, valid, window, shift, device, start, count)
 
