@@ -144,7 +144,7 @@ class PositionalGatingUnit(nn.Module):
         K = u.shape[-1] // self.groups
         # X1 to the token-minor layout (G, K, B*nW, N): the one copy of this path
         u = u.reshape(B * nW, N, K, self.groups).permute(3, 2, 0, 1).contiguous()
-        return self._gate(v, self._mix(u, layout, B, nW)).view(B, nW, N, -1)
+        return self._gate(v, self._mix(u, layout)).view(B, nW, N, -1)
 
     def forward_mlp(self, x: torch.Tensor, fc1: nn.Linear, act: nn.Module, fc2: nn.Linear,
                     layout: Optional[WindowLayout] = None) -> torch.Tensor:
@@ -174,15 +174,15 @@ class PositionalGatingUnit(nn.Module):
         if not torch.is_grad_enabled() and x.device.type == 'cpu':  # (GPUs want few, large kernels)
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
         if step >= M:
-            z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0, B, nW)
+            z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0)
         else:
-            z = torch.cat([self._mlp_windows(flat[m * N:min(M, m + step) * N], weights, fc2.bias, act, layout,
-                                             m, B, nW) for m in range(0, M, step)])
+            z = torch.cat([self._mlp_windows(flat[m * N:min(M, m + step) * N], weights, fc2.bias, act, layout, m)
+                           for m in range(0, M, step)])
         return z.view(B, nW, N, -1)
 
     def _mlp_windows(self, rows: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.Module,
-                     layout: Optional[WindowLayout], start: int, B: int, nW: int) -> torch.Tensor:
-        """:meth:`forward_mlp` on the token rows of windows ``start ..`` of the ``B * nW`` windows."""
+                     layout: Optional[WindowLayout], start: int) -> torch.Tensor:
+        """:meth:`forward_mlp` on the token rows of windows ``start ..`` of a batch's windows."""
         w1, b1, w2 = weights
         N = self.num_tokens
         R = rows.shape[0] // N
@@ -192,7 +192,7 @@ class PositionalGatingUnit(nn.Module):
         h = torch.addmm(b1[:, None], w1, rows_t) if b1 is not None else torch.mm(w1, rows_t)
         h = act(h)  # (2 * half, R * N): rows [X1 | X2], each (g, k)-ordered
         u, v = h.view(2, G, K, R, N).unbind(0)  # (backward: one stack, not two zero-filled slices)
-        out = self._mix(u, layout, B, nW, start)
+        out = self._mix(u, layout, start)
         if not torch.is_grad_enabled():
             y_t = out.mul_(v).view(half, R * N).t()
             return torch.addmm(bias2, y_t, w2.t()) if bias2 is not None else torch.mm(y_t, w2.t())
@@ -227,10 +227,9 @@ class PositionalGatingUnit(nn.Module):
                              f'{self.window}), got shape {tuple(x.shape)}')
         return x.shape
 
-    def _mix(self, u: torch.Tensor, layout: Optional[WindowLayout], B: int, nW: int,
-             start: int = 0) -> torch.Tensor:
-        """``P X1 + b`` (Eq. 9) for ``u`` (G, K, R, N) holding windows ``start .. start + R`` of the
-        ``B * nW`` windows; padded/shifted windows use masked ``P``."""
+    def _mix(self, u: torch.Tensor, layout: Optional[WindowLayout], start: int = 0) -> torch.Tensor:
+        """``P X1 + b`` (Eq. 9) for ``u`` (G, K, R, N) holding windows ``start .. start + R`` of a
+        batch's windows; padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
         base, masked = self.mixing.matrices(patterns)
         out = apply_token_mixing(base, u, self.token_bias)
@@ -238,15 +237,8 @@ class PositionalGatingUnit(nn.Module):
             return out
         # windows that need a mask (padding, shift seams) are recomputed; interior windows,
         # usually the majority, keep the unmasked result (no gather/scatter of the bulk)
-        G, K, R, N = u.shape
-        if start == 0 and R == B * nW:  # all windows: static indices (torch.compile friendly)
-            u, out_w, axis = u.view(G, K, B, nW, N), out.view(G, K, B, nW, N), 3
-            groups = [(k, layout.pattern_windows[k]) for k in layout.masked_patterns]
-        else:  # a chunk of windows
-            out_w, axis = out, 2
-            groups = layout.masked_rows(start, R)
-        for k, idx in groups:
-            out_w.index_copy_(axis, idx, apply_token_mixing(masked[k], u.index_select(axis, idx), self.token_bias))
+        for k, idx in layout.masked_rows(start, u.shape[2]):
+            out.index_copy_(2, idx, apply_token_mixing(masked[k], u.index_select(2, idx), self.token_bias))
         return out
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

@@ -78,9 +78,10 @@ def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple
                   shift: Tuple[int, ...]):
     """Key masks of every window, deduplicated into patterns (computed on CPU, cached).
 
-    Returns ``None`` when no window needs a mask, else ``(patterns, window_pattern)`` with
-    ``patterns`` (K, N, N) bool (True = query m may mix key n) and ``window_pattern`` (nW,)
-    giving each window's pattern.
+    Returns ``None`` when no window needs a mask, else ``(patterns, window_pattern,
+    masked_patterns)`` with ``patterns`` (K, N, N) bool (True = query m may mix key n),
+    ``window_pattern`` (nW,) giving each window's pattern and ``masked_patterns`` the patterns
+    that are not all-True.
     """
     d = len(padded)
     needs_pad = any(p != v for p, v in zip(padded, valid))
@@ -114,20 +115,35 @@ def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple
     patterns = patterns.view(-1, n, n)
     if patterns.shape[0] == 1 and bool(patterns.all()):
         return None
-    pattern_windows = [(window_pattern == k).nonzero().flatten() for k in range(patterns.shape[0])]
+    # patterns that actually mask something (an all-True pattern equals no mask)
     masked_patterns = [k for k in range(patterns.shape[0]) if not bool(patterns[k].all())]
-    return patterns, window_pattern, pattern_windows, masked_patterns
+    return patterns, window_pattern, masked_patterns
 
 
-@lru_cache(maxsize=256)
-@torch.inference_mode(False)
-def _window_masks_on(padded, valid, window, shift, device: str):
+def _shape_constant(fn):
+    """Cache ``fn`` - a function of shapes (and a device name) only that builds layout tensors -
+    and mark it for torch.compile with ``assume_constant_result``: dynamo runs it at trace time
+    and the (data-dependently built) result enters the graph as a constant, so whole backbones
+    compile without graph breaks; eagerly it is a plain cached call. The cached tensors are made
+    outside inference mode, so they stay usable for training. (The outer function is a plain
+    Python function on purpose: dynamo looks through an ``lru_cache`` wrapper and would trace.)"""
+    cached = lru_cache(maxsize=1024)(torch.inference_mode(False)(fn))
+
+    def constant(*args):
+        return cached(*args)
+
+    constant.__name__, constant.__doc__ = fn.__name__, fn.__doc__
+    return assume_constant_result(constant)
+
+
+@_shape_constant
+def _layout_masks(padded, valid, window, shift, device: str):
+    """``(patterns, masked_patterns)`` of :func:`_window_masks` with the patterns on ``device``."""
     masks = _window_masks(padded, valid, window, shift)
     if masks is None:
         return None
-    patterns, window_pattern, pattern_windows, masked_patterns = masks
-    return (patterns.to(device), window_pattern.to(device), [i.to(device) for i in pattern_windows],
-            masked_patterns)
+    patterns, _, masked_patterns = masks
+    return patterns.to(device), masked_patterns
 
 
 @lru_cache(maxsize=256)
@@ -140,8 +156,7 @@ def _slot_positions(padded: Tuple[int, ...], window: Tuple[int, ...], shift: Tup
     return window_partition(pos, window).flatten()
 
 
-@lru_cache(maxsize=256)
-@torch.inference_mode(False)
+@_shape_constant
 def _transition_index(padded, window, shift_from, shift_to, device: str) -> torch.Tensor:
     """Gather index taking windows of one shift to windows of another in one copy."""
     src = _slot_positions(padded, window, shift_from)
@@ -151,35 +166,18 @@ def _transition_index(padded, window, shift_from, shift_to, device: str) -> torc
     return inverse[dst].to(device)
 
 
-# Layout tensors depend on shapes only. ``assume_constant_result``: under torch.compile the
-# (data-dependent) construction runs at trace time and its result enters the graph as a constant,
-# so whole backbones compile without graph breaks; eagerly these are plain (cached) calls. (Plain
-# functions on purpose: dynamo looks through an lru_cache wrapper and would trace the construction.)
-@assume_constant_result
-def _layout_masks(padded, valid, window, shift, device: str):
-    return _window_masks_on(padded, valid, window, shift, device)
-
-
-@assume_constant_result
-def _layout_transition(padded, window, shift_from, shift_to, device: str) -> torch.Tensor:
-    return _transition_index(padded, window, shift_from, shift_to, device)
-
-
-@lru_cache(maxsize=1024)
-@torch.inference_mode(False)
+@_shape_constant
 def _masked_rows(padded, valid, window, shift, device: str, start: int, count: int):
+    """``[(pattern, indices)]`` of the masked windows among windows ``start .. start + count`` of
+    a batch's ``B * nW`` windows (window ``m`` is window ``m % nW`` of its image), local to that
+    range."""
     masks = _window_masks(padded, valid, window, shift)
     if masks is None:
         return []
-    _, window_pattern, _, masked_patterns = masks
+    _, window_pattern, masked_patterns = masks
     pattern = window_pattern[torch.arange(start, start + count) % window_pattern.numel()]
     found = [(k, (pattern == k).nonzero().flatten()) for k in masked_patterns]
     return [(k, idx.to(device)) for k, idx in found if idx.numel()]
-
-
-@assume_constant_result
-def _layout_rows(padded, valid, window, shift, device: str, start: int, count: int):
-    return _masked_rows(padded, valid, window, shift, device, start, count)
 
 
 class WindowLayout:
@@ -201,22 +199,16 @@ class WindowLayout:
         self.window = tuple(window)
         self.shift = tuple(s if p > w else 0 for s, p, w in zip(shift, self.padded, self.window))
         masks = _layout_masks(self.padded, self.valid, self.window, self.shift, str(device))
-        if masks is None:
-            self.patterns = self.window_pattern = None
-            self.pattern_windows, self.masked_patterns = [], []
-        else:
-            # ``pattern_windows``: window indices per pattern, precomputed (no data-dependent
-            # ops in forward, so torch.compile sees a static graph); ``masked_patterns``: the
-            # patterns that actually mask something (an all-True pattern equals no mask)
-            self.patterns, self.window_pattern, self.pattern_windows, self.masked_patterns = masks
+        # ``patterns`` (K, N, N) key masks; ``masked_patterns``: those that mask something
+        self.patterns, self.masked_patterns = masks if masks is not None else (None, [])
         self._dims = tuple(range(1, 1 + len(self.padded)))
         self._device = device
 
     def masked_rows(self, start: int, count: int):
         """``[(pattern, indices)]`` of the masked windows among windows ``start .. start + count``
         of a batch's ``B * nW`` windows (window ``m`` is window ``m % nW`` of its image), local
-        to that range (used by chunked inference)."""
-        return _layout_rows(self.padded, self.valid, self.window, self.shift, str(self._device), start, count)
+        to that range; cached, and a constant for torch.compile."""
+        return _masked_rows(self.padded, self.valid, self.window, self.shift, str(self._device), start, count)
 
     @property
     def masked(self) -> bool:
@@ -231,7 +223,7 @@ class WindowLayout:
     def convert(self, windows: torch.Tensor, target: 'WindowLayout') -> torch.Tensor:
         """Windows of this layout -> windows of ``target`` (same padded map, other shift), as
         one gather instead of reverse + roll + partition."""
-        index = _layout_transition(self.padded, self.window, self.shift, target.shift, str(windows.device))
+        index = _transition_index(self.padded, self.window, self.shift, target.shift, str(windows.device))
         B, nW, N, C = windows.shape
         return windows.reshape(B, nW * N, C).index_select(1, index).view(B, nW, N, C)
 
