@@ -22,9 +22,8 @@ import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 
 from mmposmlp.registry import MODELS
-from mmposmlp.utils.compat import is_compiling
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
-                                infer_window, resize_grid_values)
+                                cached_on_tensors, infer_window, resize_grid_values)
 from .windows import WindowLayout
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
@@ -205,21 +204,16 @@ class PositionalGatingUnit(nn.Module):
 
     def _group_major_weights(self, fc1: nn.Linear, fc2: nn.Linear):
         """``fc1`` rows and ``fc2`` columns with channel ``k*G+g`` of each half moved to ``g*K+k``."""
-        tensors = (fc1.weight, fc1.bias, fc2.weight)
-        cached = not torch.is_grad_enabled() and not is_compiling()
-        if cached:
-            key = tuple(None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
-            entry = self.__dict__.get('_weight_cache')
-            if entry is not None and entry[0] == key:
-                return entry[1]
         G = self.groups
         K = fc1.out_features // 2 // G
-        w1 = fc1.weight.unflatten(0, (2, K, G)).transpose(1, 2).reshape(fc1.weight.shape)
-        b1 = None if fc1.bias is None else fc1.bias.view(2, K, G).transpose(1, 2).reshape(-1)
-        w2 = fc2.weight.unflatten(1, (K, G)).transpose(1, 2).reshape(fc2.weight.shape)
-        if cached:
-            self.__dict__['_weight_cache'] = (key, (w1, b1, w2))
-        return w1, b1, w2
+
+        def permute():
+            w1 = fc1.weight.unflatten(0, (2, K, G)).transpose(1, 2).reshape(fc1.weight.shape)
+            b1 = None if fc1.bias is None else fc1.bias.view(2, K, G).transpose(1, 2).reshape(-1)
+            w2 = fc2.weight.unflatten(1, (K, G)).transpose(1, 2).reshape(fc2.weight.shape)
+            return w1, b1, w2
+
+        return cached_on_tensors(self, '_weight_cache', (fc1.weight, fc1.bias, fc2.weight), permute)
 
     def _check_tokens(self, x: torch.Tensor):
         if x.dim() != 4 or x.shape[2] != self.num_tokens:

@@ -20,7 +20,7 @@ weight for LRPE and the dense matrix.
 """
 import math
 from functools import lru_cache
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -76,6 +76,23 @@ def resize_grid_values(values: torch.Tensor, old: Sequence[int], new: Sequence[i
     return x[0].permute(*range(1, len(new) + 1), 0).reshape(math.prod(new), *rest).to(values.dtype)
 
 
+def cached_on_tensors(owner: nn.Module, name: str, tensors: Sequence[Optional[torch.Tensor]], compute: Callable,
+                      extra=None, max_entries: int = 1):
+    """``compute()``, cached in ``owner.__dict__[name]`` while autograd is off (inference) and
+    recomputed with autograd or under torch.compile. The key is the identity and version counter
+    of ``tensors`` (plus ``extra``): every in-place update - optimiser step, ``load_state_dict``,
+    ``copy_`` - and every new storage (``.to()``, ``.half()``) invalidates the entry."""
+    if torch.is_grad_enabled() or is_compiling():
+        return compute()
+    key = (tuple(None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors), extra)
+    cache = owner.__dict__.setdefault(name, {})
+    if key not in cache:
+        if len(cache) >= max_entries:
+            cache.clear()
+        cache[key] = compute()
+    return cache[key]
+
+
 class _PositionMixing(nn.Module):
     """Common interface: ``matrices(patterns)`` -> ``(P, P_masked)``."""
 
@@ -97,16 +114,9 @@ class _PositionMixing(nn.Module):
         and reused until a parameter changes (tracked by the tensors' version counters, which
         every in-place update - optimiser step, ``load_state_dict``, ``copy_`` - bumps).
         """
-        if torch.is_grad_enabled() or is_compiling():
-            return self._compute(patterns)
-        key = (tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters()),
-               None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)))
-        cache = self.__dict__.setdefault('_matrix_cache', {})
-        if key not in cache:
-            if len(cache) > 8:
-                cache.clear()
-            cache[key] = self._compute(patterns)
-        return cache[key]
+        return cached_on_tensors(self, '_matrix_cache', list(self.parameters()), lambda: self._compute(patterns),
+                                 extra=None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)),
+                                 max_entries=9)
 
     def _compute(self, patterns: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         # Positional logits in full precision even under autocast (bf16 would blur the
