@@ -1,7 +1,9 @@
 """Behaviour every mmposmlp backbone shares: ``frozen_stages`` and ``norm_eval`` in ``train()``."""
-from typing import Iterable, List
+from typing import Iterable, List, Sequence
 
+import torch
 import torch.nn as nn
+from mmcv.cnn import build_norm_layer
 from torch.nn.modules.batchnorm import _BatchNorm
 
 
@@ -41,3 +43,33 @@ class FrozenStagesMixin:
                 if isinstance(m, _BatchNorm):
                     m.eval()
         return self
+
+
+class ChannelsLastStagesMixin(FrozenStagesMixin):
+    """A ``patch_embed`` stem and ``stages`` that run channels-last (the PosMLP family, image and
+    video), with an optional norm ``norm{i}`` on each output in ``out_indices`` (stage ``i`` at
+    stride ``2**(i+2)``); outputs are returned channels-first and contiguous."""
+
+    def _build_outputs(self, embed_dims: Sequence[int], norm_cfg: dict, out_norm: bool) -> None:
+        self.out_norm = out_norm
+        if out_norm:
+            for i in self.out_indices:
+                self.add_module(f'norm{i}', build_norm_layer(norm_cfg, embed_dims[i])[1])
+        self.out_channels = [embed_dims[i] for i in self.out_indices]
+        self.feature_info = [dict(num_chs=c, reduction=2**(i + 2), module=f'stages.{i}')
+                             for i, c in enumerate(embed_dims)]
+
+    def _output(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        """Stage ``i``'s channels-last output -> (normed) channels-first, contiguous."""
+        out = getattr(self, f'norm{i}')(x) if self.out_norm else x
+        return out.movedim(-1, 1).contiguous()
+
+    def _new_output_norm_keys(self) -> List[str]:
+        """Output norms a classification checkpoint cannot hold (all but the last stage's)."""
+        return [f'norm{i}.*' for i in self.out_indices if i != len(self.stages) - 1]
+
+    def _frozen_modules(self) -> List[nn.Module]:
+        frozen = [self.patch_embed] + [self.stages[i] for i in range(min(self.frozen_stages, len(self.stages)))]
+        if self.out_norm:
+            frozen += [getattr(self, f'norm{i}') for i in self.out_indices if i < self.frozen_stages]
+        return frozen

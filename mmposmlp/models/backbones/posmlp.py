@@ -11,7 +11,7 @@ from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
 from ..checkpoints import load_pretrained
-from .base import FrozenStagesMixin
+from .base import ChannelsLastStagesMixin
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
 
@@ -114,7 +114,7 @@ class PosMLPStage(nn.Module):
 
 
 @MODELS.register_module()
-class PosMLP(FrozenStagesMixin, BaseModule):
+class PosMLP(ChannelsLastStagesMixin, BaseModule):
     """PosMLP backbone: ConvPE stem, four stages of ConvPM + PosMLP blocks with the positional
     spatial gating unit (PoSGU), paper `Parameterization of Cross-Token Relations with Relative
     Positional Encoding for Vision MLP <https://arxiv.org/abs/2207.07284>`_.
@@ -221,13 +221,7 @@ class PosMLP(FrozenStagesMixin, BaseModule):
                 s['embed_dims'][i - 1] if i else s['embed_dims'][0], s['embed_dims'][i], s['depths'][i],
                 window, tuple(w // 2 for w in window), downsample=i > 0, block_kwargs=block_kwargs,
                 norm_cfg=norm_cfg, with_cp=with_cp))
-        self.out_norm = out_norm
-        if out_norm:
-            for i in self.out_indices:
-                self.add_module(f'norm{i}', build_norm_layer(norm_cfg, s['embed_dims'][i])[1])
-        self.out_channels = [s['embed_dims'][i] for i in self.out_indices]
-        self.feature_info = [dict(num_chs=s['embed_dims'][i], reduction=2**(i + 2), module=f'stages.{i}')
-                             for i in range(num_stages)]
+        self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
         self._freeze_stages()
 
     @classmethod
@@ -256,7 +250,7 @@ class PosMLP(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
             self._init_default()
-            allowed = [f'norm{i}.*' for i in self.out_indices if i != len(self.stages) - 1]
+            allowed = self._new_output_norm_keys()
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
                             converter=_maybe_convert_official, allowed_missing=allowed)
             self._is_init = True
@@ -282,15 +276,8 @@ class PosMLP(FrozenStagesMixin, BaseModule):
         for i, stage in enumerate(self.stages):
             x = stage(x)  # (B, H, W, C)
             if i in self.out_indices:
-                out = getattr(self, f'norm{i}')(x) if self.out_norm else x
-                outs.append(out.permute(0, 3, 1, 2).contiguous())
+                outs.append(self._output(i, x))
         return tuple(outs)
-
-    # ------------------------------------------------------------------ train-mode policy
-    def _frozen_modules(self):
-        frozen = [self.patch_embed] + [self.stages[i] for i in range(min(self.frozen_stages, len(self.stages)))]
-        return frozen + [getattr(self, f'norm{i}') for i in self.out_indices
-                         if i < self.frozen_stages and self.out_norm]
 
 
 # ---------------------------------------------------------------------- official checkpoints

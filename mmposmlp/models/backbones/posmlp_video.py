@@ -17,7 +17,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin
+from .base import ChannelsLastStagesMixin
 from ..checkpoints import load_pretrained
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.relative_position import LearnedPositionMixing
@@ -225,7 +225,7 @@ class PosMLPVideoStage(nn.Module):
 
 
 @MODELS.register_module()
-class PosMLPVideo(FrozenStagesMixin, BaseModule):
+class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
     """PosMLP-Video backbone for mmaction2 ``Recognizer3D``, paper `PosMLP-Video: Spatial and
     Temporal Relative Position Encoding for Efficient Video Recognition
     <https://arxiv.org/abs/2407.02934>`_ (IJCV 2024), Table 2, Fig. 2-4.
@@ -344,13 +344,7 @@ class PosMLPVideo(FrozenStagesMixin, BaseModule):
             self.stages.append(PosMLPVideoStage(s['embed_dims'][i - 1] if i else c0, s['embed_dims'][i],
                                                 downsample=i > 0, block_kwargs=block_kwargs,
                                                 norm_cfg=norm_cfg, with_cp=with_cp))
-        self.out_norm = out_norm
-        if out_norm:
-            for i in self.out_indices:
-                self.add_module(f'norm{i}', build_norm_layer(norm_cfg, s['embed_dims'][i])[1])
-        self.out_channels = [s['embed_dims'][i] for i in self.out_indices]
-        self.feature_info = [dict(num_chs=s['embed_dims'][i], reduction=2**(i + 2), module=f'stages.{i}')
-                             for i in range(num_stages)]
+        self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
         self._freeze_stages()
 
     @classmethod
@@ -387,7 +381,7 @@ class PosMLPVideo(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
             self._init_default()
-            allowed = [f'norm{i}.*' for i in self.out_indices if i != len(self.stages) - 1]
+            allowed = self._new_output_norm_keys()
             if self.init_cfg.get('inflate', False):
                 allowed += self.temporal_gate_keys()
             res = load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
@@ -428,8 +422,7 @@ class PosMLPVideo(FrozenStagesMixin, BaseModule):
         for i, stage in enumerate(self.stages):
             x = stage(x)
             if i in self.out_indices:
-                out = getattr(self, f'norm{i}')(x) if self.out_norm else x
-                out = out.permute(0, 4, 1, 2, 3).contiguous()
+                out = self._output(i, x)
                 outs.append(out[:, :, 0] if image_input else out)
         if len(outs) == 1 and not self.image_mode:
             return outs[0]  # mmaction2 heads take a tensor
@@ -443,13 +436,6 @@ class PosMLPVideo(FrozenStagesMixin, BaseModule):
             x = stage(x)
             feats.append(x)
         return feats
-
-    # ------------------------------------------------------------------ train-mode policy
-    def _frozen_modules(self):
-        frozen = [self.patch_embed] + [self.stages[i] for i in range(min(self.frozen_stages, len(self.stages)))]
-        if self.out_norm:
-            frozen += [getattr(self, f'norm{i}') for i in self.out_indices if i < self.frozen_stages]
-        return frozen
 
 
 # ---------------------------------------------------------------------- official checkpoints
