@@ -86,23 +86,13 @@ def add_dump_metric(cfg, out, scope):
 
 def main(argv=None):
     args = parse_args(argv)
-    from mmengine.config import Config
-
     from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, build_runner, check_datasets,
-                                       prepare_launch, setup_library)
+                                       load_config, prepare_launch)
     if not osp.isfile(args.config):
         raise UserError(f'config file {args.config} does not exist.')
     if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
         raise UserError(f'checkpoint {args.checkpoint} does not exist.')
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    scope = setup_library(cfg)
-
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    cfg, scope = load_config(args.config, args.cfg_options, args.work_dir)
     cfg.load_from = args.checkpoint
 
     if args.show or args.show_dir:

@@ -44,11 +44,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from mmengine.config import Config
-
     from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
     from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, apply_total_batch_size,
-                                       build_runner, check_datasets, prepare_launch, setup_library)
+                                       build_runner, check_datasets, load_config, prepare_launch)
     if not osp.isfile(args.config):
         raise UserError(f'config file {args.config} does not exist.')
     try:
@@ -57,16 +55,7 @@ def main(argv=None):
     except ImportError:
         pass
 
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    scope = setup_library(cfg)
-
-    # work_dir priority: CLI > config > ./work_dirs/<config stem>
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    cfg, scope = load_config(args.config, args.cfg_options, args.work_dir)
 
     if args.amp:
         from mmposmlp.utils.dist import cuda_available

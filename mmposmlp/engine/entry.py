@@ -8,6 +8,7 @@ import os
 import os.path as osp
 import re
 import sys
+from typing import Optional
 
 LIBRARIES = {
     'mmdet': 'mmdet.utils',
@@ -55,6 +56,22 @@ def setup_library(cfg) -> str:
             DefaultScope.get_current_instance().scope_name != scope:
         DefaultScope.get_instance(f'mmposmlp-tools-{scope}-{id(cfg)}', scope_name=scope)
     return scope
+
+
+def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optional[str] = None):
+    """``(cfg, scope)`` for tools/train.py and tools/test.py: the config with ``--cfg-options``
+    merged, its library registered, and ``work_dir`` by priority CLI > config >
+    ``./work_dirs/<config stem>``."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(path)
+    if cfg_options is not None:
+        cfg.merge_from_dict(cfg_options)
+    scope = setup_library(cfg)
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(path))[0])
+    return cfg, scope
 
 
 def _dataset_cfgs(ds, where):
