@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from mmposmlp.utils import benchmark as B
-from mmposmlp.utils import complexity as C
+from mmposmlp.analysis import benchmark as B
+from mmposmlp.analysis import complexity as C
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, ROOT)

@@ -16,7 +16,7 @@ Examples::
     python tools/analysis/benchmark.py CFG --backbone-only --compare mmdet-swin-t \\
         --scaling 224 448 672 896 1344 --plot docs/figures/scaling.png
 
-See :mod:`mmposmlp.utils.benchmark` for the measurement protocol (round-robin timing, medians,
+See :mod:`mmposmlp.analysis.benchmark` for the measurement protocol (round-robin timing, medians,
 ratios from one run; peak memory per candidate in a fresh process on CPU).
 """
 import argparse
@@ -26,7 +26,7 @@ import sys
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposmlp.utils import benchmark as B  # noqa: E402
+from mmposmlp.analysis import benchmark as B  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -100,7 +100,7 @@ def _specs(args):
 
 
 def _flops(built, shape):
-    from mmposmlp.utils.complexity import count_flops
+    from mmposmlp.analysis.complexity import count_flops
     one = (1, *shape[1:])
     return count_flops(built.module if built.is_backbone else built.module, one, scope=built.scope)[0]
 

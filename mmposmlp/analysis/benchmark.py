@@ -462,7 +462,7 @@ def measure_memory(spec: Spec, shape, mode='infer', amp=None, device='cpu', time
         return measure_memory_inprocess(build_candidate(spec), shape, mode, amp, device)
     payload = json.dumps(dict(spec=spec.__dict__, shape=list(shape), mode=mode, amp=amp,
                               threads=threads or torch.get_num_threads()))
-    proc = subprocess.run([sys.executable, '-m', 'mmposmlp.utils.benchmark', '--memory-child', payload],
+    proc = subprocess.run([sys.executable, '-m', 'mmposmlp.analysis.benchmark', '--memory-child', payload],
                           capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
     for line in proc.stdout.splitlines()[::-1]:
         if line.startswith('MEMORY_RESULT '):
