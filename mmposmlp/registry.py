@@ -18,3 +18,36 @@ DATASETS = Registry('dataset', parent=MMENGINE_DATASETS, scope='mmposmlp',
                     locations=['mmposmlp.datasets'])
 HOOKS = Registry('hook', parent=MMENGINE_HOOKS, scope='mmposmlp',
                  locations=['mmposmlp.engine'])
+
+
+def _registered_names(registry_name: str) -> list:
+    """Every type name registered under mmengine's root registry ``registry_name`` (e.g. ``'model'``)
+    and its children, written as a config would: ``'Name'`` for the root, ``'scope.Name'`` below it."""
+    import mmengine.registry as roots
+    from mmengine.registry import Registry as _Registry
+    root = next((r for r in vars(roots).values() if isinstance(r, _Registry) and r.name == registry_name
+                 and r.parent is None), None)
+    if root is None:
+        return []
+    names, todo = [], [(root, '')]
+    while todo:
+        reg, prefix = todo.pop()
+        reg.import_from_location()
+        names.extend(prefix + name for name in reg.module_dict)
+        todo.extend((child, f'{scope}.') for scope, child in reg._children.items())
+    return names
+
+
+def closest_registered(name: str, registry_name: str, n: int = 3, cutoff: float = 0.75) -> list:
+    """The registered names closest to ``name`` (``'scope.Name'`` form), mmposmlp's first; names that
+    differ only in the scope prefix or in letter case come before spelling neighbours."""
+    import difflib
+    bare = name.rpartition('.')[2].lower()
+    candidates = _registered_names(registry_name)
+    by_bare = {}
+    for full in candidates:
+        by_bare.setdefault(full.rpartition('.')[2].lower(), []).append(full)
+    close = difflib.get_close_matches(bare, list(by_bare), n=n, cutoff=cutoff)
+    found = [full for b in close for full in by_bare[b] if full != name]
+    found.sort(key=lambda f: (f.rpartition('.')[2].lower() != bare, not f.startswith('mmposmlp.')))
+    return found[:n]

@@ -138,11 +138,38 @@ def explain(exc: BaseException):
     m = _NOT_IN_REGISTRY.search(text)
     if m:
         name, registry = m.groups()
-        return (f'unknown type {name!r}: it is not registered in the {registry} registry. Check the spelling of '
-                f"`type='{name}'` in the config; if it is a custom or mmposmlp module, use "
-                "type='mmposmlp.Name' or add it to custom_imports "
-                "(custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)).")
+        return unknown_type_message(name, registry)
     return None
+
+
+def unknown_type_message(name: str, registry: str) -> str:
+    """One sentence for ``type=name`` missing from ``registry`` (``'scope::model'``): the closest registered
+    names, and the fix (the ``mmposmlp.`` prefix, or ``custom_imports`` for a module nobody imported)."""
+    scope, _, registry_name = registry.rpartition('::')
+    try:
+        from mmposmlp.registry import closest_registered
+        close = closest_registered(name, registry_name)
+    except Exception:  # noqa: BLE001  (the suggestion is a courtesy; the message stands without it)
+        close = []
+    # names of the running library's own scope need no prefix
+    close = [c.partition('.')[2] if scope and c.startswith(scope + '.') else c for c in close]
+    head = f'unknown type {name!r}: it is not registered in the {registry} registry'
+    custom = ("add the module that registers it to custom_imports (custom_imports = dict(imports=['your.module'], "
+              'allow_failed_imports=False))')
+    if close:
+        best = close[0]
+        others = f' (or {", ".join(f"`{c}`" for c in close[1:])})' if len(close) > 1 else ''
+        if best.lower() == name.lower() or best.rpartition('.')[2].lower() == name.rpartition('.')[2].lower():
+            if best.startswith('mmposmlp.') and not name.startswith('mmposmlp.'):
+                fix = (f"mmposmlp's modules live in the mmposmlp registry, so write type='{best}' "
+                       '(custom_imports alone does not make unprefixed names visible)')
+            else:
+                fix = f"write type='{best}'"
+        else:
+            fix = f"fix the spelling (type='{best}'), or if it is a module of your own, {custom}"
+        return f'{head}: did you mean `{best}`{others}? {fix[0].upper()}{fix[1:]}.'
+    return (f"{head}: check the spelling of `type='{name}'`; mmposmlp modules are written type='mmposmlp.Name'; "
+            f'for a module of your own, {custom}.')
 
 
 def explain_build_error(exc: BaseException) -> str:

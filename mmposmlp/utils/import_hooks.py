@@ -1,0 +1,72 @@
+"""Run a callback right after a module is imported, and the one mmengine needs for ``mmposmlp::``.
+
+mmengine (0.7 up to at least 0.10.7, the newest release) resolves ``_base_ = 'pkg::path'`` only for
+packages listed in ``mmengine.config.utils.MODULE2PACKAGE``, and a config is parsed before any
+``custom_imports`` run. An installed mmposmlp therefore adds itself to that table as soon as
+``mmengine.config.utils`` is imported, in every process: the wheel ships ``mmposmlp-config.pth``,
+whose one line loads this file (by path, without importing mmposmlp, torch or mmengine) and calls
+:func:`install_config_package_hook`. Importing mmposmlp does the same.
+
+Standard library only: this file runs at interpreter start-up.
+"""
+import importlib.util
+import sys
+
+CONFIG_PACKAGES = {'mmposmlp': 'mmposmlp'}  # config prefix -> distribution name
+CONFIG_MODULE = 'mmengine.config.utils'
+
+
+class _PostImportFinder:
+    """A ``sys.meta_path`` entry that lets the normal finders locate ``name`` and runs ``callback(module)``
+    after the module body has executed; it removes itself once used."""
+
+    def __init__(self, name, callback):
+        self.name = name
+        self.callback = callback
+        self._searching = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name or self._searching:
+            return None
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._searching = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+            return spec
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        exec_module = spec.loader.exec_module
+        callback = self.callback
+
+        def exec_then_callback(module):
+            exec_module(module)
+            callback(module)
+
+        spec.loader.exec_module = exec_then_callback
+        return spec
+
+
+def when_imported(name: str, callback) -> None:
+    """``callback(module)`` now if ``name`` is imported already, else right after its import."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, _PostImportFinder) and finder.name == name and finder.callback == callback:
+            return
+    sys.meta_path.insert(0, _PostImportFinder(name, callback))
+
+
+def register_config_packages(config_utils) -> None:
+    """Add ``mmposmlp`` to mmengine's table of packages whose configs ``pkg::path`` may name."""
+    table = getattr(config_utils, 'MODULE2PACKAGE', None)
+    if isinstance(table, dict):
+        for prefix, package in CONFIG_PACKAGES.items():
+            table.setdefault(prefix, package)
+
+
+def install_config_package_hook() -> None:
+    when_imported(CONFIG_MODULE, register_config_packages)

@@ -1,0 +1,36 @@
+"""mmposmlp's classification models in mmpretrain's model hub (``list_models``, ``get_model``,
+``ImageClassificationInferencer``), read from our ``model-index.yml`` the way mmpretrain registers its own.
+
+Registered right after ``mmpretrain.apis.model`` is imported (or at once if it already is), so that
+``import mmposmlp`` stays free of mmpretrain.
+"""
+import os.path as osp
+
+CLASSIFICATION_TASKS = ('Image Classification', )
+
+
+def mim_root() -> str:
+    """The folder holding ``configs/``, ``tools/`` and ``model-index.yml``: ``mmposmlp/.mim``, copied
+    there in a wheel, symlinks to the clone's top level in a checkout."""
+    return osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), '.mim')
+
+
+def classification_models(index_path=None) -> list:
+    """modelindex ``Model`` entries of our model index whose results include an image-classification task."""
+    from modelindex.load_model_index import load
+    index = load(index_path or osp.join(mim_root(), 'model-index.yml'))
+    index.build_models_with_collections()
+    return [m for m in index.models if any(r.task in CLASSIFICATION_TASKS for r in (m.results or []))]
+
+
+def register_classification_models(apis_model) -> None:
+    """Add our classification models to ``apis_model.ModelHub`` (the module ``mmpretrain.apis.model``);
+    config paths become absolute under :func:`mim_root`. Names already in the hub are left alone."""
+    hub = apis_model.ModelHub
+    root = mim_root()
+    for meta in classification_models():
+        name = meta.name.lower()
+        if name in hub._models_dict:
+            continue
+        meta.config = hub._expand_config_path(meta, root)
+        hub._models_dict[name] = meta
