@@ -46,7 +46,8 @@ def main(argv=None):
     args = parse_args(argv)
     from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
     from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, apply_total_batch_size,
-                                       build_runner, check_datasets, load_config, prepare_launch)
+                                       build_runner, check_datasets, check_pretrained, load_config,
+                                       prepare_launch)
     if not osp.isfile(args.config):
         raise UserError(f'config file {args.config} does not exist.')
     try:
@@ -93,6 +94,7 @@ def main(argv=None):
         apply_total_batch_size(cfg, args.total_batch_size, args.launcher)
     loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
     check_datasets(cfg, loaders, scope)
+    check_pretrained(cfg)
     activate_mmposmlp_runtime(cfg)
 
     runner = build_runner(cfg)

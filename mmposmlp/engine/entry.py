@@ -125,6 +125,36 @@ def check_datasets(cfg, loaders, scope) -> None:
                         f'{REAL_DATA_HINT.get(scope, "put the dataset there")}, or {TOY_HINT}.')
 
 
+def _pretrained_refs(obj, where):
+    """Yield (checkpoint, key) of every ``init_cfg`` of type Pretrained below ``obj``."""
+    if isinstance(obj, dict):
+        if str(obj.get('type', '')).rpartition('.')[2] == 'Pretrained' and 'checkpoint' in obj:
+            yield obj['checkpoint'], f'{where}.checkpoint'
+        for k, v in obj.items():
+            yield from _pretrained_refs(v, f'{where}.{k}')
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _pretrained_refs(v, f'{where}[{i}]')
+
+
+def missing_pretrained_paths(cfg):
+    """[(path, cfg key)] of pretrained checkpoints (``init_cfg`` Pretrained, ``load_from``) a training run would
+    read that do not exist locally."""
+    refs = list(_pretrained_refs(cfg.get('model'), 'model'))
+    if cfg.get('load_from') and not cfg.get('resume'):
+        refs.append((cfg.load_from, 'load_from'))
+    return [(p, k) for p, k in refs if _local(p) and not osp.exists(p)]
+
+
+def check_pretrained(cfg) -> None:
+    """Stop before building anything when a pretrained checkpoint is missing: which file, and how to make it."""
+    from mmposmlp.utils.pretrained import missing_pretrained_message
+    missing = missing_pretrained_paths(cfg)
+    if missing:
+        path, key = missing[0]
+        raise UserError(missing_pretrained_message(path, key))
+
+
 _NOT_IN_REGISTRY = re.compile(r'([\w.]+) is not in the ([\w:.]+) registry')
 
 

@@ -39,8 +39,8 @@ def extract_state_dict(ckpt, prefer_ema: bool = False) -> Dict[str, torch.Tensor
 
 def load_checkpoint_file(path: str, prefer_ema: bool = False) -> Dict[str, torch.Tensor]:
     if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint {path!r} does not exist: download/convert it first '
-                                '(see the family README, tools/model_converters/).')
+        from mmposmlp.utils.pretrained import how_to_make
+        raise FileNotFoundError(f'checkpoint {path} does not exist: {how_to_make(path)}.')
     state = extract_state_dict(safe_torch_load(path), prefer_ema=prefer_ema)
     return {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
 

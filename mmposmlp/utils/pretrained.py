@@ -1,0 +1,77 @@
+"""Where each ImageNet (or Kinetics) checkpoint that a config's ``init_cfg``/``load_from`` names comes from,
+and the exact commands that make it: the official release + our converter, or the config that trains it.
+
+One table, read by tools/train.py's pre-flight check and by the backbones' checkpoint loading, so that a
+missing ``checkpoints/...pth`` is reported in one sentence with the fix, under any library's tools.
+"""
+import os.path as osp
+
+POSMLP_T = ('https://drive.google.com/file/d/1wl0JzFqmdbhRAp2WEgl0dVFW5jnoS6bM/view?usp=share_link '
+            '(Google Drive; Baidu: https://pan.baidu.com/s/1x611r3q1mWO3kv1F0OGhqg?pwd=8781, '
+            'linked from https://github.com/Zhicaiwww/PosMLP)')
+WAVEMLP = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/{}.pth.tar'
+PCPVT = 'https://download.openmmlab.com/mmclassification/v0/twins/{}'
+
+# checkpoint file name -> (what publishes it, commands that make checkpoints/<name>)
+SOURCES = {
+    'posmlp-t_in1k_mmposmlp.pth': (
+        f'the official PosMLP-T weights PosMLP_T.pth, {POSMLP_T}',
+        ['python tools/model_converters/posmlp2mmposmlp.py PosMLP_T.pth checkpoints/posmlp-t_in1k_mmposmlp.pth']),
+    'pvt-peg-s-gap_in1k_mmposmlp.pth': (
+        f"mmpretrain's copy of the official Twins PCPVT-S weights, "
+        f"{PCPVT.format('twins-pcpvt-small_3rdparty_8xb128_in1k_20220126-ef23c132.pth')}",
+        [f"wget {PCPVT.format('twins-pcpvt-small_3rdparty_8xb128_in1k_20220126-ef23c132.pth')}",
+         'python tools/model_converters/pcpvt2mmposmlp.py twins-pcpvt-small_3rdparty_8xb128_in1k_20220126-ef23c132.pth '
+         'checkpoints/pvt-peg-s-gap_in1k_mmposmlp.pth']),
+    'pvt-peg-m-gap_in1k_mmposmlp.pth': (
+        f"mmpretrain's copy of the official Twins PCPVT-B weights, "
+        f"{PCPVT.format('twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth')}",
+        [f"wget {PCPVT.format('twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth')}",
+         'python tools/model_converters/pcpvt2mmposmlp.py twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth '
+         'checkpoints/pvt-peg-m-gap_in1k_mmposmlp.pth']),
+    'posmlp-video-s_sthv1.pth': (
+        'the official PosMLP-Video-S something-something v1 checkpoint (SSV1_S16.pyth, trained with '
+        'https://github.com/zhouds1918/PosMLP_Video; not hosted there)',
+        ['python tools/model_converters/posmlp_video2mmposmlp.py SSV1_S16.pyth checkpoints/posmlp-video-s_sthv1.pth']),
+}
+for _arch, _official in (('t', 'WaveMLP_T'), ('t-dw', 'WaveMLP_T_dw'), ('s', 'WaveMLP_S'), ('m', 'WaveMLP_M')):
+    SOURCES[f'wavemlp-{_arch}_in1k_mmposmlp.pth'] = (
+        f'the official {_official} weights, {WAVEMLP.format(_official)}',
+        [f'wget {WAVEMLP.format(_official)}',
+         f'python tools/model_converters/wavemlp2mmposmlp.py {_official}.pth.tar '
+         f'checkpoints/wavemlp-{_arch}_in1k_mmposmlp.pth'])
+# no released weights: the ImageNet config that trains them (its last checkpoint, copied)
+TRAINED_BY = {
+    'posmlp-s_in1k_mmposmlp.pth': 'configs/posmlp/posmlp-s_8xb120_in1k.py',
+    'posmlp-b_in1k_mmposmlp.pth': 'configs/posmlp/posmlp-b_8xb120_in1k.py',
+    'pvt-peg-t-gap_in1k_mmposmlp.pth': 'configs/cpvt/pvt-peg-t-gap_8xb128_in1k.py',
+    'pvt-peg-l-gap_in1k_mmposmlp.pth': 'configs/cpvt/pvt-peg-l-gap_8xb128_in1k.py',
+    'wavemlp-b_in1k_mmposmlp.pth': 'configs/wavemlp/wavemlp-b_8xb128_in1k.py',
+    'posmlp-video-s_8xb120_in1k.pth': 'configs/posmlp_video/posmlp-video-s_8xb120_in1k.py',
+    'posmlp-video-b_8xb120_in1k.pth': 'configs/posmlp_video/posmlp-video-b_8xb120_in1k.py',
+    'posmlp-video-l_8xb120_in1k.pth': 'configs/posmlp_video/posmlp-video-l_8xb120_in1k.py',
+}
+for _arch in ('s', 'm', 'b'):
+    TRAINED_BY[f'wavemlp-{_arch}-dw_in1k_mmposmlp.pth'] = f'configs/wavemlp/wavemlp-{_arch}-dw_8xb128_in1k.py'
+
+
+def how_to_make(path: str) -> str:
+    """The fix for a missing pretrained checkpoint ``path``: where it comes from and the exact commands."""
+    name = osp.basename(path)
+    if name in SOURCES:
+        source, commands = SOURCES[name]
+        commands = [c.replace(f'checkpoints/{name}', path) for c in commands]
+        return f'it is converted from {source}: ' + '; '.join(f'`{c}`' for c in commands)
+    if name in TRAINED_BY:
+        cfg = TRAINED_BY[name]
+        stem = osp.splitext(osp.basename(cfg))[0]
+        return (f'no official weights were released for it: train `python tools/train.py {cfg}` on ImageNet and '
+                f'copy its last checkpoint there (`cp "$(cat work_dirs/{stem}/last_checkpoint)" {path}`)')
+    return 'download or convert it first (see the family README and tools/model_converters/)'
+
+
+def missing_pretrained_message(path: str, key: str) -> str:
+    """One sentence for a pretrained checkpoint ``path`` (set at config ``key``) that does not exist."""
+    unset = key.rpartition('.')[0] if key.endswith('.checkpoint') else key
+    return (f'pretrained checkpoint {path} does not exist ({key}): {how_to_make(path)}; '
+            f'or train from random initialisation with --cfg-options {unset}=None.')
