@@ -8,16 +8,43 @@ from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
-from mmengine.registry import Registry
+from mmengine.registry import DefaultScope, Registry
 
-MODELS = Registry('model', parent=MMENGINE_MODELS, scope='mmposmlp',
-                  locations=['mmposmlp.models'])
-TRANSFORMS = Registry('transform', parent=MMENGINE_TRANSFORMS, scope='mmposmlp',
-                      locations=['mmposmlp.datasets'])
-DATASETS = Registry('dataset', parent=MMENGINE_DATASETS, scope='mmposmlp',
-                    locations=['mmposmlp.datasets'])
-HOOKS = Registry('hook', parent=MMENGINE_HOOKS, scope='mmposmlp',
-                 locations=['mmposmlp.engine'])
+SCOPE = 'mmposmlp'
+
+
+def _outer_scope():
+    """The innermost default scope that is not ours (the library running the config), or None."""
+    for inst in reversed(list(DefaultScope._instance_dict.values())):
+        if inst.scope_name != SCOPE:
+            return inst.scope_name
+    return None
+
+
+class PluginRegistry(Registry):
+    """A registry of the plugin scope that falls back to the running library for names it lacks.
+
+    A config inheriting ``_base_ = 'mmposmlp::...'`` gets ``_scope_='mmposmlp'`` on its top-level dicts
+    (mmengine's rule for package-prefixed bases), and mmengine then looks up *every* type built below them
+    here, also the library's own (``ImageClassifier``, ``LoadImageFromFile``). An unprefixed name that
+    neither mmposmlp nor mmengine's root knows resolves in the scope that was current before ours.
+    """
+
+    def get(self, key):
+        obj = super().get(key)
+        if obj is not None or not isinstance(key, str) or '.' in key:
+            return obj
+        outer = _outer_scope()
+        if outer is None:
+            return None
+        sibling = self._get_root_registry()._search_child(outer)
+        return None if sibling is None or sibling is self else sibling.get(key)
+
+
+MODELS = PluginRegistry('model', parent=MMENGINE_MODELS, scope=SCOPE, locations=['mmposmlp.models'])
+TRANSFORMS = PluginRegistry('transform', parent=MMENGINE_TRANSFORMS, scope=SCOPE, locations=['mmposmlp.datasets'])
+DATASETS = PluginRegistry('dataset', parent=MMENGINE_DATASETS, scope=SCOPE, locations=['mmposmlp.datasets'])
+HOOKS = PluginRegistry('hook', parent=MMENGINE_HOOKS, scope=SCOPE, locations=['mmposmlp.engine'])
 
 
 def _registered_names(registry_name: str) -> list:

@@ -211,3 +211,255 @@ def test_metafile_training_metadata_matches_the_configs():
                 problems.append(f"{rel}: {model['Name']} Training Techniques {sorted(techs)}, config uses "
                                 f"{sorted(want['Training Techniques'])}")
     assert not problems, '\n'.join(problems)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# in the clone: config prefix hook, model hub, messages
+# ----------------------------------------------------------------------------------------------------------------
+
+def _pth_line():
+    import ast
+    tree = ast.parse(open(osp.join(ROOT, 'setup.py')).read())
+    return next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], 'id', None) == 'CONFIG_PTH_LINE')
+
+
+def test_config_prefix_hook_registers_mmposmlp_before_any_import_of_ours():
+    """The wheel's .pth line, run as site.py runs it, makes mmengine accept ``mmposmlp::`` without importing
+    mmposmlp (nor torch); importing mmposmlp does the same."""
+    code = (_pth_line() + textwrap.dedent('''
+        import sys
+        assert 'mmposmlp' not in sys.modules and 'torch' not in sys.modules
+        from mmengine.config.utils import MODULE2PACKAGE, _get_package_and_cfg_path
+        assert 'mmposmlp' not in sys.modules
+        print(_get_package_and_cfg_path('mmposmlp::posmlp/posmlp-t_8xb120_in1k.py'))
+        '''))
+    res = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "('mmposmlp', 'posmlp/posmlp-t_8xb120_in1k.py')" in res.stdout
+    res = subprocess.run([sys.executable, '-c', 'from mmengine.config.utils import _get_package_and_cfg_path as g\n'
+                          'g("mmposmlp::posmlp/x.py")'], cwd=ROOT, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert res.returncode != 0 and 'does not support to load mmposmlp' in res.stderr  # the hook is what does it
+    res = subprocess.run([sys.executable, '-c', 'import mmposmlp\nfrom mmengine.config.utils import MODULE2PACKAGE\n'
+                          'assert MODULE2PACKAGE["mmposmlp"] == "mmposmlp"'], cwd=ROOT, capture_output=True,
+                         text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_clone_has_the_mim_layout():
+    """``mmposmlp/.mim`` in a clone points at the top-level configs, tools and model index (what mim and
+    mmengine read in an editable install)."""
+    mim = osp.join(ROOT, 'mmposmlp', '.mim')
+    for name in ('configs', 'tools', 'model-index.yml'):
+        assert osp.samefile(osp.join(mim, name), osp.join(ROOT, name)), name
+
+
+def test_user_config_inherits_mmposmlp_prefix_and_builds_under_mmpretrain(monkeypatch):
+    """``_base_ = 'mmposmlp::...'`` resolves in ``mmposmlp/.mim/configs``; the top-level dicts then carry
+    ``_scope_='mmposmlp'`` (mmengine's rule) and still build the library's own types (ImageClassifier, ...)."""
+    import mmengine.config.config as mcc
+    from mmengine.config import Config
+    import mmposmlp  # noqa: F401  (registers the prefix)
+    # the clone under test, not whatever mmposmlp the project venv has installed
+    real = mcc.get_installed_path
+    monkeypatch.setattr(mcc, 'get_installed_path', lambda p: osp.join(ROOT, 'mmposmlp') if p == 'mmposmlp'
+                        else real(p))
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = osp.join(d, 'mine.py')
+        with open(path, 'w') as f:
+            f.write(USER_CFG)
+        cfg = Config.fromfile(path)
+    assert cfg.model.backbone.type == 'mmposmlp.PosMLP' and cfg.model.head.in_channels == 128
+    assert cfg.model.get('_scope_') == 'mmposmlp'
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import MODELS
+    from mmpretrain.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        model = MODELS.build(cfg.model)
+    assert type(model).__name__ == 'ImageClassifier' and type(model.backbone).__name__ == 'PosMLP'
+    assert type(model.neck).__name__ == 'GlobalAveragePooling'
+
+
+def test_model_hub_lists_builds_and_loads_our_classification_models(tmp_path):
+    import numpy as np
+    import torch
+    import mmposmlp  # noqa: F401
+    from mmpretrain import ImageClassificationInferencer, get_model, list_models
+    names = list_models('*posmlp*')
+    assert 'posmlp-t_8xb120_in1k' in names and 'pvt-peg-t-gap_8xb128_in1k' in list_models('pvt-peg*')
+    assert not any('coco' in n or 'ade20k' in n or 'kinetics' in n for n in list_models('*posmlp*'))
+    name = 'pvt-peg-t-gap_8xb128_in1k'
+    torch.manual_seed(0)
+    model = get_model(name)
+    assert type(model.backbone).__name__ == 'PVTPEG'
+    ckpt = tmp_path / 'w.pth'
+    torch.save({'state_dict': model.state_dict()}, ckpt)
+    loaded = get_model(name, pretrained=str(ckpt))
+    for (k, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), k
+    inferencer = ImageClassificationInferencer(name, pretrained=str(ckpt))
+    out = inferencer(np.random.RandomState(0).randint(0, 255, (64, 80, 3), dtype=np.uint8))[0]
+    assert 0 <= out['pred_label'] < 1000 and len(out['pred_scores']) == 1000
+
+
+def test_unknown_types_get_the_closest_registered_name_and_the_right_fix():
+    import mmpretrain.utils
+    from mmposmlp.engine.entry import explain
+    import mmposmlp.models  # noqa: F401
+    mmpretrain.utils.register_all_modules(init_default_scope=False)
+    # prefix missing (custom_imports does not help): the prefixed name and why
+    msg = explain(KeyError('PosMLP is not in the mmpretrain::model registry. Please check whether ...'))
+    assert 'did you mean `mmposmlp.PosMLP`' in msg and "type='mmposmlp.PosMLP'" in msg
+    assert 'custom_imports alone' in msg
+    # a typo after the prefix
+    msg = explain(KeyError('class `ImageClassifier` in mmpretrain/models/classifiers/image.py: mmposmlp.PosMLp '
+                           'is not in the mmpretrain::model registry.'))
+    assert 'did you mean `mmposmlp.PosMLP`' in msg
+    # a typo of a library type: suggested without prefix (the running library's own scope)
+    msg = explain(KeyError('ImageClasifier is not in the mmpretrain::model registry.'))
+    assert 'did you mean `ImageClassifier`' in msg
+    # nothing close: how to register a module of one's own
+    msg = explain(KeyError('Qwertyuiop is not in the mmpretrain::model registry.'))
+    assert 'did you mean' not in msg and 'custom_imports' in msg
+
+
+def test_missing_pretrained_checkpoint_names_the_file_the_source_and_the_commands(tmp_path, monkeypatch):
+    from mmengine.config import Config
+    from mmposmlp.engine.entry import UserError, check_pretrained
+    monkeypatch.chdir(tmp_path)
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'posmlp', 'mask-rcnn_posmlp-t_1x_coco.py'))
+    with pytest.raises(UserError) as e:
+        check_pretrained(cfg)
+    msg = str(e.value)
+    assert 'checkpoints/posmlp-t_in1k_mmposmlp.pth does not exist (model.backbone.init_cfg.checkpoint)' in msg
+    assert 'python tools/model_converters/posmlp2mmposmlp.py PosMLP_T.pth checkpoints/posmlp-t_in1k_mmposmlp.pth' \
+        in msg and 'github.com/Zhicaiwww/PosMLP' in msg
+    assert '--cfg-options model.backbone.init_cfg=None' in msg
+    cfg.merge_from_dict({'model.backbone.init_cfg': None})
+    check_pretrained(cfg)  # the init_cfg=None variant passes
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'wavemlp', 'retinanet_wavemlp-s-dw_fpn_1x_coco.py'))
+    with pytest.raises(UserError, match='no official weights were released.*wavemlp-s-dw_8xb128_in1k.py'):
+        check_pretrained(cfg)
+    os.makedirs('checkpoints')
+    open('checkpoints/wavemlp-s-dw_in1k_mmposmlp.pth', 'w').close()
+    check_pretrained(cfg)
+
+
+def test_every_pretrained_checkpoint_a_config_names_has_a_known_source():
+    """Each ``checkpoints/*.pth`` named in a shipped config has an entry in mmposmlp/utils/pretrained.py."""
+    from mmposmlp.utils.pretrained import SOURCES, TRAINED_BY
+    named = set()
+    for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True):
+        named |= set(re.findall(r'checkpoints/([\w.-]+\.pth)', open(p).read()))
+    unknown = sorted(named - set(SOURCES) - set(TRAINED_BY))
+    assert not unknown, f'add these to mmposmlp/utils/pretrained.py: {unknown}'
+    for cfg in TRAINED_BY.values():
+        assert osp.isfile(osp.join(ROOT, cfg)), cfg
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the wheel, installed on its own (not the editable clone), used from outside the repository
+# ----------------------------------------------------------------------------------------------------------------
+
+SMALL_POSMLP = ("dict(embed_dims=[16, 32, 64, 128], depths=[1, 1, 1, 1], groups=[2, 4, 8, 16], "
+                "mlp_ratios=[2, 2, 2, 2], window_sizes=[7, 7, 7, 7])")
+# a user's own config, in their own folder: inherits our toy ImageNet config through the package prefix
+USER_CFG = f"""
+_base_ = 'mmposmlp::posmlp/toy/posmlp-t_toy-in1k.py'
+model = dict(backbone=dict(arch={SMALL_POSMLP}, drop_path_rate=0.0), head=dict(in_channels=128))
+train_dataloader = dict(dataset=dict(indices=8))
+val_dataloader = dict(dataset=dict(indices=4))
+test_dataloader = dict(dataset=dict(indices=4))
+train_cfg = dict(max_epochs=1, val_interval=1)
+"""
+
+
+def _scratch_env(tmp, site_packages):
+    """A venv whose own site-packages (the wheel) comes first, then the project venv's site-packages as a
+    plain path: that folder's .pth files (the editable install of the clone) are not processed."""
+    venv = tmp / 'venv'
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(venv)], check=True)
+    py = venv / 'bin' / 'python'
+    own = subprocess.run([str(py), '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    with open(osp.join(own, '_project_venv.pth'), 'w') as f:
+        f.write(site_packages + '\n')
+    return py, own
+
+
+@pytest.fixture(scope='module')
+def wheel_env(tmp_path_factory):
+    import shutil
+    tmp = tmp_path_factory.mktemp('wheel')
+    src = tmp / 'src'  # a copy, so that the build writes nothing into the clone
+    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+        '.git', '.venv', 'data', 'work_dirs', 'build', 'dist', '*.egg-info', '__pycache__', 'tests', 'docs'))
+    dist = tmp / 'dist'
+    subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '--no-build-isolation', str(src),
+                    '-w', str(dist)], check=True)
+    wheel = next(dist.glob('mmposmlp-*.whl'))
+    py, own = _scratch_env(tmp, sysconfig.get_paths()['purelib'])
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--no-deps', '--no-index', '--target', own,
+                    str(wheel)], check=True)
+    work = tmp / 'user'  # outside the repository
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONSTARTUP')}
+    env.update(OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    return dict(py=str(py), site=own, wheel=wheel, cwd=str(work), env=env)
+
+
+def _run(w, *args, timeout=600):
+    res = subprocess.run([w['py'], *args], cwd=w['cwd'], env=w['env'], capture_output=True, text=True,
+                         timeout=timeout)
+    assert res.returncode == 0, f'{args} failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
+    return res.stdout + res.stderr
+
+
+MIM = ('-c', 'import sys; from mim.cli import cli; sys.exit(cli())')
+
+
+@pytest.mark.slow
+def test_wheel_carries_configs_tools_and_model_index(wheel_env):
+    import zipfile
+    names = zipfile.ZipFile(wheel_env['wheel']).namelist()
+    for needed in ('mmposmlp/.mim/model-index.yml', 'mmposmlp/.mim/configs/posmlp/metafile.yml',
+                   'mmposmlp/.mim/configs/posmlp/mask-rcnn_posmlp-t_1x_coco.py', 'mmposmlp/.mim/tools/train.py',
+                   'mmposmlp/.mim/tools/test.py', 'mmposmlp/.mim/tools/model_converters/posmlp2mmposmlp.py',
+                   'mmposmlp-config.pth'):
+        assert needed in names, needed
+    shipped = {osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)}
+    assert {f'mmposmlp/.mim/{p}' for p in shipped} <= set(names)
+    out = _run(wheel_env, '-c', 'import mmposmlp, os; print(os.path.realpath(mmposmlp.__file__))')
+    assert out.strip().startswith(os.path.realpath(wheel_env['site'])), out  # the wheel, not the clone
+
+
+@pytest.mark.slow
+def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
+    """mim search / run / train / test on the installed wheel; the user config inherits ``mmposmlp::``;
+    the same config also trains under mmpretrain's own tools/train.py (mim train mmpretrain)."""
+    out = _run(wheel_env, *MIM, 'search', 'mmposmlp', '--models', 'posmlp-t_8xb120_in1k')
+    assert 'posmlp-t_8xb120_in1k' in out
+    out = _run(wheel_env, *MIM, 'list')
+    assert 'mmposmlp' in out
+    _run(wheel_env, *MIM, 'run', 'mmposmlp', 'make_toy_datasets', '--out', 'data/toy', '--which', 'imagenet')
+    assert osp.isdir(osp.join(wheel_env['cwd'], 'data', 'toy', 'imagenet', 'train'))
+    with open(osp.join(wheel_env['cwd'], 'my_posmlp.py'), 'w') as f:
+        f.write(USER_CFG)
+    _run(wheel_env, *MIM, 'train', 'mmposmlp', 'my_posmlp.py', '--work-dir', 'w_ours', '-y')
+    ckpt = osp.join(wheel_env['cwd'], 'w_ours', 'epoch_1.pth')
+    assert osp.isfile(ckpt)
+    out = _run(wheel_env, *MIM, 'test', 'mmposmlp', 'my_posmlp.py', '--checkpoint', ckpt, '--work-dir', 'w_test',
+               '-y')
+    assert 'accuracy/top1' in out, out[-2000:]
+    # mmpretrain's own tools/train.py parses the config before importing anything of ours: the .pth hook
+    _run(wheel_env, *MIM, 'train', 'mmpretrain', 'my_posmlp.py', '--work-dir', 'w_mmpretrain', '-y')
+    assert osp.isfile(osp.join(wheel_env['cwd'], 'w_mmpretrain', 'epoch_1.pth'))
+    # a tool from the package: convert an official-format checkpoint (the PosMLP test vector's model)
+    vec = osp.join(ROOT, 'tests', 'data', 'posmlp_gqpe.pt')
+    out = _run(wheel_env, *MIM, 'run', 'mmposmlp', 'posmlp2mmposmlp', '--help')
+    assert 'usage' in out.lower()
+    assert osp.isfile(vec)

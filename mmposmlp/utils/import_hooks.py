@@ -1,6 +1,6 @@
 """Run a callback right after a module is imported, and the one mmengine needs for ``mmposmlp::``.
 
-mmengine (0.7 up to at least 0.10.7, the newest release) resolves ``_base_ = 'pkg::path'`` only for
+mmengine (every release from 0.3 to 0.10.7, the newest) resolves ``_base_ = 'pkg::path'`` only for
 packages listed in ``mmengine.config.utils.MODULE2PACKAGE``, and a config is parsed before any
 ``custom_imports`` run. An installed mmposmlp therefore adds itself to that table as soon as
 ``mmengine.config.utils`` is imported, in every process: the wheel ships ``mmposmlp-config.pth``,
@@ -62,10 +62,11 @@ def when_imported(name: str, callback) -> None:
 
 def register_config_packages(config_utils) -> None:
     """Add ``mmposmlp`` to mmengine's table of packages whose configs ``pkg::path`` may name."""
-    table = getattr(config_utils, 'MODULE2PACKAGE', None)
-    if isinstance(table, dict):
-        for prefix, package in CONFIG_PACKAGES.items():
-            table.setdefault(prefix, package)
+    for attr in ('MODULE2PACKAGE', 'PKG2PROJECT'):  # one dict since 0.5; only PKG2PROJECT before
+        table = getattr(config_utils, attr, None)
+        if isinstance(table, dict):
+            for prefix, package in CONFIG_PACKAGES.items():
+                table.setdefault(prefix, package)
 
 
 def install_config_package_hook() -> None:
