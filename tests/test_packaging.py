@@ -473,3 +473,31 @@ def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
     out = _run(wheel_env, *MIM, 'run', 'mmposmlp', 'posmlp2mmposmlp', '--help')
     assert 'usage' in out.lower()
     assert osp.isfile(vec)
+
+
+def _step_function():
+    """tools/setup_env.sh's log/step helpers, without running the install."""
+    text = open(osp.join(ROOT, 'tools', 'setup_env.sh')).read()
+    log = re.search(r'^log\(\) .*$', text, re.M).group(0)
+    step = re.search(r'^step\(\) \{.*?^\}', text, re.M | re.S).group(0)
+    return f'set -euo pipefail\n{log}\nT0=$SECONDS\nPROGRESS_EVERY=1\n{step}\n'
+
+
+def test_install_steps_report_what_runs_and_the_elapsed_time():
+    res = subprocess.run(['bash', '-c', _step_function() + "step 'waiting for something' sleep 3\necho after"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == '[setup_env] waiting for something ...'
+    assert any(re.fullmatch(r'\[setup_env\]   \.\.\. waiting for something: 0m[12]s so far', x) for x in lines), lines
+    assert re.fullmatch(r'\[setup_env\] done in [34]s: waiting for something \(total [34]s\)', lines[-2]), lines
+    assert lines[-1] == 'after'
+    res = subprocess.run(['bash', '-c', _step_function() + "step 'a failing step' bash -c 'exit 3'\necho after"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3 and 'FAILED after' in res.stdout and 'after\n' not in res.stdout
+
+
+def test_setup_env_installs_what_the_tools_import():
+    text = open(osp.join(ROOT, 'tools', 'setup_env.sh')).read()
+    for pkg in ('psutil', 'openmim', 'timm', 'onnx', 'onnxruntime', 'onnxscript', 'seaborn', 'pandas'):
+        assert re.search(rf'\s{pkg}(\s|$)', text), pkg

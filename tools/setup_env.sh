@@ -77,13 +77,14 @@ if [ ! -f "$STAMP" ]; then
   fi
   step "installing the mmcv wheel" "${PIP[@]}" install -q --no-deps "$MMCV_WHL"
   # 4. the OpenMMLab libraries. torch is already installed, so nothing here replaces it. Also what their
-  #    tools import (mmdet's analysis_tools/benchmark.py: psutil; analyze_logs.py: seaborn), `mim`
-  #    (openmim), timm (reference models in tests) and the ONNX export stack.
+  #    tools import (mmdet's benchmark: psutil; the four libraries' tools/analysis_tools: seaborn, pandas;
+  #    not grad-cam (mmseg's visualization_cam.py; it pulls opencv-python next to the headless build) nor
+  #    motmetrics (mmdet's MOT analysis)), `mim` (openmim), timm (reference models in tests) and the ONNX stack.
   step "installing mmdet, mmsegmentation, mmaction2, mmpretrain and the tools' packages" \
       "${PIP[@]}" install -q "mmdet==3.3.0" "mmsegmentation==1.2.2" "mmaction2==1.2.0" "mmpretrain==1.2.0" \
       ftfy regex av decord scipy matplotlib pycocotools terminaltables shapely \
       pytest pytest-timeout fvcore cvxpy \
-      psutil openmim seaborn timm onnx onnxruntime onnxscript
+      psutil openmim seaborn pandas timm onnx onnxruntime onnxscript
   touch "$STAMP"
 fi
 
