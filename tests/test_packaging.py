@@ -380,7 +380,7 @@ SMALL_POSMLP = ("dict(embed_dims=[16, 32, 64, 128], depths=[1, 1, 1, 1], groups=
 # a user's own config, in their own folder: inherits our toy ImageNet config through the package prefix
 USER_CFG = f"""
 _base_ = 'mmposmlp::posmlp/toy/posmlp-t_toy-in1k.py'
-model = dict(backbone=dict(arch={SMALL_POSMLP}, drop_path_rate=0.0), head=dict(in_channels=128))
+model = dict(backbone=dict(arch=dict(_delete_=True, **{SMALL_POSMLP}), drop_path_rate=0.0), head=dict(in_channels=128))
 train_dataloader = dict(dataset=dict(indices=8))
 val_dataloader = dict(dataset=dict(indices=4))
 test_dataloader = dict(dataset=dict(indices=4))
