@@ -499,5 +499,5 @@ def test_install_steps_report_what_runs_and_the_elapsed_time():
 
 def test_setup_env_installs_what_the_tools_import():
     text = open(osp.join(ROOT, 'tools', 'setup_env.sh')).read()
-    for pkg in ('psutil', 'openmim', 'timm', 'onnx', 'onnxruntime', 'onnxscript', 'seaborn', 'pandas'):
+    for pkg in ('psutil', 'openmim', 'timm', 'onnx', 'onnxruntime', 'onnxscript', 'seaborn', 'pandas', 'tabulate'):
         assert re.search(rf'\s{pkg}(\s|$)', text), pkg

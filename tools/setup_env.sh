@@ -79,12 +79,18 @@ if [ ! -f "$STAMP" ]; then
   # 4. the OpenMMLab libraries. torch is already installed, so nothing here replaces it. Also what their
   #    tools import (mmdet's benchmark: psutil; the four libraries' tools/analysis_tools: seaborn, pandas;
   #    not grad-cam (mmseg's visualization_cam.py; it pulls opencv-python next to the headless build) nor
-  #    motmetrics (mmdet's MOT analysis)), `mim` (openmim), timm (reference models in tests) and the ONNX stack.
+  #    motmetrics (mmdet's MOT analysis)), timm (reference models in tests), the ONNX stack and what `mim`
+  #    (openmim, below) imports.
   step "installing mmdet, mmsegmentation, mmaction2, mmpretrain and the tools' packages" \
       "${PIP[@]}" install -q "mmdet==3.3.0" "mmsegmentation==1.2.2" "mmaction2==1.2.0" "mmpretrain==1.2.0" \
       ftfy regex av decord scipy matplotlib pycocotools terminaltables shapely \
       pytest pytest-timeout fvcore cvxpy \
-      psutil openmim seaborn pandas timm onnx onnxruntime onnxscript
+      psutil seaborn pandas timm onnx onnxruntime onnxscript \
+      click colorama model-index requests rich tabulate
+  # openmim without its dependencies: they include opendatalab -> openxlab, whose pins would downgrade
+  # setuptools to 60.2 (torch 2.13 requires >= 77), requests, rich, packaging and filelock (pip --dry-run);
+  # mim itself imports only the packages above (openxlab is a CLI that `mim download` shells out to).
+  step "installing openmim" "${PIP[@]}" install -q --no-deps openmim
   touch "$STAMP"
 fi
 
