@@ -451,7 +451,7 @@ def test_wheel_carries_configs_tools_and_model_index(wheel_env):
 def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
     """mim search / run / train / test on the installed wheel; the user config inherits ``mmposmlp::``;
     the same config also trains under mmpretrain's own tools/train.py (mim train mmpretrain)."""
-    out = _run(wheel_env, *MIM, 'search', 'mmposmlp', '--models', 'posmlp-t_8xb120_in1k')
+    out = _run(wheel_env, *MIM, 'search', 'mmposmlp', '--config', 'posmlp-t_8xb120_in1k')
     assert 'posmlp-t_8xb120_in1k' in out
     out = _run(wheel_env, *MIM, 'list')
     assert 'mmposmlp' in out
@@ -468,11 +468,15 @@ def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
     # mmpretrain's own tools/train.py parses the config before importing anything of ours: the .pth hook
     _run(wheel_env, *MIM, 'train', 'mmpretrain', 'my_posmlp.py', '--work-dir', 'w_mmpretrain', '-y')
     assert osp.isfile(osp.join(wheel_env['cwd'], 'w_mmpretrain', 'epoch_1.pth'))
-    # a tool from the package: convert an official-format checkpoint (the PosMLP test vector's model)
-    vec = osp.join(ROOT, 'tests', 'data', 'posmlp_gqpe.pt')
-    out = _run(wheel_env, *MIM, 'run', 'mmposmlp', 'posmlp2mmposmlp', '--help')
-    assert 'usage' in out.lower()
-    assert osp.isfile(vec)
+    # a converter from the package, on an official-format checkpoint (the PosMLP test vector's model)
+    import torch
+    vec = torch.load(osp.join(ROOT, 'tests', 'data', 'posmlp_gqpe.pt'), map_location='cpu', weights_only=False)
+    official = osp.join(wheel_env['cwd'], 'official.pth')
+    torch.save({'state_dict': vec['state_dict']}, official)
+    _run(wheel_env, *MIM, 'run', 'mmposmlp', 'posmlp2mmposmlp', 'official.pth', 'converted.pth')
+    converted = torch.load(osp.join(wheel_env['cwd'], 'converted.pth'), map_location='cpu', weights_only=True)
+    converted = converted.get('state_dict', converted)
+    assert converted and all(k.startswith(('backbone.', 'head.fc.')) for k in converted), sorted(converted)[:5]
 
 
 def _step_function():

@@ -16,10 +16,10 @@ test_pipeline = [
     dict(type='PackInputs'),
 ]
 train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-                        dataset=dict(type='CustomDataset', data_root=data_root, data_prefix='train',
+                        dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='train',
                                      ann_file='', with_label=True, pipeline=train_pipeline))
 val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-                      dataset=dict(type='CustomDataset', data_root=data_root, data_prefix='val',
+                      dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='val',
                                    ann_file='', with_label=True, pipeline=test_pipeline))
 test_dataloader = val_dataloader
 custom_hooks = []
