@@ -294,6 +294,35 @@ def test_user_config_inherits_mmposmlp_prefix_and_builds_under_mmpretrain(monkey
     assert type(model.neck).__name__ == 'GlobalAveragePooling'
 
 
+@pytest.mark.parametrize('scope,base', [
+    ('mmdet', 'posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py'),
+    ('mmseg', 'posmlp/toy/fpn_posmlp-t_toy-ade20k.py'),
+    ('mmaction', 'posmlp_video/posmlp-video-s_4xb8-16x4x1-60e_kinetics400-rgb.py'),
+])
+def test_mmposmlp_prefix_builds_models_and_pipelines_of_each_library(scope, base, monkeypatch, tmp_path):
+    """A user config inheriting ``mmposmlp::`` builds its model and training pipeline with each library's own
+    registries (what the library's tools/train.py does), although mmengine scopes those dicts to mmposmlp."""
+    import importlib
+    import mmengine.config.config as mcc
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    import mmposmlp  # noqa: F401
+    real = mcc.get_installed_path
+    monkeypatch.setattr(mcc, 'get_installed_path', lambda p: osp.join(ROOT, 'mmposmlp') if p == 'mmposmlp'
+                        else real(p))
+    path = tmp_path / 'mine.py'
+    path.write_text(f"_base_ = 'mmposmlp::{base}'\nmodel = dict(backbone=dict(init_cfg=None))\n")
+    cfg = Config.fromfile(str(path))
+    assert cfg.default_scope == scope
+    importlib.import_module(f'{scope}.utils').register_all_modules(init_default_scope=False)
+    registry = importlib.import_module(f'{scope}.registry')
+    with DefaultScope.overwrite_default_scope(scope):
+        model = registry.MODELS.build(cfg.model)
+        pipeline = [registry.TRANSFORMS.build(t) for t in cfg.train_dataloader.dataset.pipeline]
+    assert type(model.backbone).__name__ in ('PosMLP', 'PosMLPVideo')
+    assert type(pipeline[0]).__module__.split('.')[0] in (scope, 'mmcv')
+
+
 def test_model_hub_lists_builds_and_loads_our_classification_models(tmp_path):
     import numpy as np
     import torch
