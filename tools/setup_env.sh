@@ -98,14 +98,20 @@ fi
 #    so `import mmaction.models` fails. Patched in place, idempotently (see tools/misc/patch_mmaction.py).
 "$VPY" "$ROOT/tools/misc/patch_mmaction.py"
 
-# 6. mmposmlp itself, editable (legacy develop mode keeps the `.mim`-free import path simple).
+# 6. mmposmlp itself, editable (PEP 660: a finder maps `mmposmlp` to the clone).
 #    Checked from / so that the clone's own directory on sys.path cannot fake an installed package.
-if ! (cd / && "$VPY" -c "import mmposmlp, os, sys; sys.exit(os.path.dirname(os.path.dirname(mmposmlp.__file__)) != '$ROOT')") 2>/dev/null; then
+if ! (cd / && "$VPY" -c "import mmposmlp, os, sys; sys.exit(os.path.dirname(os.path.dirname(os.path.realpath(mmposmlp.__file__))) != '$ROOT')") 2>/dev/null; then
   step "installing mmposmlp (editable)" "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 fi
-# 7. `_base_ = 'mmposmlp::...'` under any library's tools: the wheel ships this .pth (setup.py); an editable
-#    install gets the same line here (it loads mmposmlp/utils/import_hooks.py, see there).
+# 7. `_base_ = 'mmposmlp::...'` under any library's tools, and `mim`, for the editable install.
+#    a) mmengine and mim look for the package at <site-packages>/mmposmlp (the dist-info's location), where a
+#       PEP 660 editable install has nothing: link it to the clone's package (its .mim/ links to configs/...).
+#    b) the wheel ships mmposmlp-config.pth (setup.py); an editable install gets the same line here (it loads
+#       mmposmlp/utils/import_hooks.py, see there).
 SITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ -L "$SITE/mmposmlp" ] || [ ! -e "$SITE/mmposmlp" ]; then
+  ln -sfn "$ROOT/mmposmlp" "$SITE/mmposmlp"
+fi
 "$VPY" - "$ROOT" "$SITE" <<'PY'
 import ast, os, sys
 root, site = sys.argv[1:]
