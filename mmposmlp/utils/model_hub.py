@@ -25,10 +25,18 @@ def classification_models(index_path=None) -> list:
 
 def register_classification_models(apis_model) -> None:
     """Add our classification models to ``apis_model.ModelHub`` (the module ``mmpretrain.apis.model``);
-    config paths become absolute under :func:`mim_root`. Names already in the hub are left alone."""
+    config paths become absolute under :func:`mim_root`. Names already in the hub are left alone. Runs while
+    mmpretrain is being imported: a failure here warns (one sentence) instead of breaking that import."""
     hub = apis_model.ModelHub
     root = mim_root()
-    for meta in classification_models():
+    try:
+        models = classification_models()
+    except Exception as e:  # noqa: BLE001
+        import warnings
+        warnings.warn(f'mmposmlp models are not in mmpretrain\'s model hub: reading {root}/model-index.yml '
+                      f'failed ({type(e).__name__}: {e}); reinstall mmposmlp.')
+        return
+    for meta in models:
         name = meta.name.lower()
         if name in hub._models_dict:
             continue
