@@ -341,6 +341,7 @@ def make_step(built: Built, shape: Sequence[int], mode: str = 'infer', amp: Opti
     samples = None
     if built.scope is not None and (mode == 'train' or built.scope == 'mmdet'):
         samples = _dummy_samples(module, built.scope, tuple(shape), with_gt=mode == 'train')
+        samples = [s.to(device) for s in samples]  # as the data preprocessor would
 
     def forward():
         if built.scope is None:
