@@ -11,9 +11,9 @@ Measurement protocol
   frequency / cache drift hits everybody alike). Each candidate gets ``warmup`` untimed calls first.
   Reported: the median step time, images (or clips) per second = batch / median, and the ratio of
   the first candidate's throughput to each other's, all from this one run.
-* **Peak memory**: on CUDA ``torch.cuda.max_memory_allocated`` during one step minus the memory
-  allocated before it. On CPU each candidate is rebuilt in a fresh subprocess; the value is the
-  peak resident set size during one step (``VmHWM``, reset through ``/proc/self/clear_refs`` just
+* **Peak memory**: on CUDA ``torch.cuda.max_memory_allocated`` during a second step (the first
+  builds lazy caches and library workspaces) minus the memory allocated before it. On CPU each
+  candidate is rebuilt in a fresh subprocess; the value is the peak resident set size during one step (``VmHWM``, reset through ``/proc/self/clear_refs`` just
   before the step; ``ru_maxrss`` where that is not possible) minus the resident size just before it,
   i.e. the extra memory the step needs on top of the resident model and inputs (glibc keeps freed
   pages, which is why a fresh process is used).
