@@ -14,9 +14,10 @@ Measurement protocol
 * **Peak memory**: on CUDA ``torch.cuda.max_memory_allocated`` during a second step (the first
   builds lazy caches and library workspaces) minus the memory allocated before it. On CPU each
   candidate is rebuilt in a fresh subprocess; the value is the peak resident set size during one
-  step (``VmHWM``, reset through ``/proc/self/clear_refs`` just before the step; ``ru_maxrss`` where that is not possible) minus the resident size just before it,
-  i.e. the extra memory the step needs on top of the resident model and inputs (glibc keeps freed
-  pages, which is why a fresh process is used).
+  step (``VmHWM``, reset through ``/proc/self/clear_refs`` just before the step; ``ru_maxrss``
+  where that is not possible) minus the resident size just before it, i.e. the extra memory the
+  step needs on top of the resident model and inputs (glibc keeps freed pages, which is why a
+  fresh process is used).
 * **Training step** = forward + loss + backward (no optimizer): backbone-only sums the means of the
   outputs; whole models use their own ``mode='loss'`` with random ground truth.
 """
