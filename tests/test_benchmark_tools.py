@@ -120,6 +120,23 @@ def test_cli_compare_json(tiny_cfg, tmp_path, capsys):
     assert 'ratio*' in text and 'img/s' in text
 
 
+def test_cli_channels_last_and_profile(tiny_cfg, tmp_path, capsys):
+    """--channels-last puts weights and input in channels_last memory; --profile writes the operator
+    table of the first candidate."""
+    from tools.analysis import benchmark as tool
+    prof = tmp_path / 'prof.txt'
+    code = tool.main([tiny_cfg, '--batch', '1', '--shape', '32', '32', '--iters', '1',
+                      '--warmup', '0', '--channels-last', '--profile', str(prof)])
+    assert code == 0
+    text = prof.read_text()
+    assert text.startswith('# tiny-posmlp_in1k: infer') and 'Name' in text and 'aten::' in text
+    assert 'channels_last' in capsys.readouterr().out
+    built = B.build_candidate(B.Spec(tiny_cfg))
+    B.make_step(built, (1, 3, 32, 32), 'infer', channels_last=True)()
+    conv = built.module.backbone.patch_embed[0].conv.weight
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+
+
 @pytest.mark.parametrize('extra,message', [(['--compile-compare', '--mode', 'train'], 'inference only'),
                                            ([], 'needs --compile')])
 def test_cli_compile_freezing_refuses_misuse(tiny_cfg, extra, message):

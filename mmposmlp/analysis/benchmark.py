@@ -11,12 +11,13 @@ Measurement protocol
   frequency / cache drift hits everybody alike). Each candidate gets ``warmup`` untimed calls first.
   Reported: the median step time, images (or clips) per second = batch / median, and the ratio of
   the first candidate's throughput to each other's, all from this one run.
-* **Peak memory**: on CUDA ``torch.cuda.max_memory_allocated`` during one step minus the memory
-  allocated before it. On CPU each candidate is rebuilt in a fresh subprocess; the value is the
-  peak resident set size during one step (``VmHWM``, reset through ``/proc/self/clear_refs`` just
-  before the step; ``ru_maxrss`` where that is not possible) minus the resident size just before it,
-  i.e. the extra memory the step needs on top of the resident model and inputs (glibc keeps freed
-  pages, which is why a fresh process is used).
+* **Peak memory**: on CUDA ``torch.cuda.max_memory_allocated`` during a second step (the first
+  builds lazy caches and library workspaces) minus the memory allocated before it. On CPU each
+  candidate is rebuilt in a fresh subprocess; the value is the peak resident set size during one
+  step (``VmHWM``, reset through ``/proc/self/clear_refs`` just before the step; ``ru_maxrss``
+  where that is not possible) minus the resident size just before it, i.e. the extra memory the
+  step needs on top of the resident model and inputs (glibc keeps freed pages, which is why a
+  fresh process is used).
 * **Training step** = forward + loss + backward (no optimizer): backbone-only sums the means of the
   outputs; whole models use their own ``mode='loss'`` with random ground truth.
 """
@@ -317,12 +318,20 @@ def _dummy_samples(model, scope, shape, with_gt):
 
 
 def make_step(built: Built, shape: Sequence[int], mode: str = 'infer', amp: Optional[str] = None,
-              device: str = 'cpu') -> Callable[[], None]:
-    """A zero-argument callable running one inference or training step on fixed random inputs."""
+              device: str = 'cpu', channels_last: bool = False) -> Callable[[], None]:
+    """A zero-argument callable running one inference or training step on fixed random inputs.
+
+    ``channels_last``: the module's weights and the input in channels_last (channels_last_3d for
+    clips) memory format.
+    """
     if mode not in ('infer', 'train'):
         raise ValueError(f'mode must be "infer" or "train", got {mode!r}')
     module = built.module.to(device)
     x = torch.randn(tuple(shape), device=device)
+    if channels_last:
+        fmt = torch.channels_last_3d if x.dim() == 5 else torch.channels_last
+        module = module.to(memory_format=fmt)
+        x = x.contiguous(memory_format=fmt)
     if built.scope == 'mmaction' and x.dim() == 5:
         x = x[:, None]  # (B, num_clips=1, C, T, H, W)
     if amp not in (None, 'fp32', 'bf16', 'fp16'):
@@ -333,6 +342,7 @@ def make_step(built: Built, shape: Sequence[int], mode: str = 'infer', amp: Opti
     samples = None
     if built.scope is not None and (mode == 'train' or built.scope == 'mmdet'):
         samples = _dummy_samples(module, built.scope, tuple(shape), with_gt=mode == 'train')
+        samples = [s.to(device) for s in samples]  # as the data preprocessor would
 
     def forward():
         if built.scope is None:
@@ -408,6 +418,27 @@ def summarize(times: Dict[str, List[float]], batch: int) -> List[dict]:
     return rows
 
 
+def profile_step(step: Callable[[], None], device: str = 'cpu', warmup: int = 2, steps: int = 3,
+                 row_limit: int = 30) -> str:
+    """``torch.profiler`` summary of ``steps`` calls of ``step`` (after ``warmup``): operators sorted
+    by device time (CUDA) or CPU time, as a text table."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    cuda = str(device).startswith('cuda')
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            step()
+        _sync(device)
+    key = 'cuda_time_total' if cuda else 'cpu_time_total'
+    try:
+        return prof.key_averages().table(sort_by=key, row_limit=row_limit)
+    except (AttributeError, KeyError):  # newer torch names it device_time_total
+        return prof.key_averages().table(sort_by='device_time_total' if cuda else key, row_limit=row_limit)
+
+
 # ============================================================================ memory
 def _rss_bytes():
     with open('/proc/self/statm') as f:
@@ -436,17 +467,22 @@ def _hwm_bytes():
     return _maxrss_bytes()
 
 
-def measure_memory_inprocess(built: Built, shape, mode='infer', amp=None, device='cpu') -> dict:
+def measure_memory_inprocess(built: Built, shape, mode='infer', amp=None, device='cpu',
+                             channels_last: bool = False) -> dict:
     """Peak extra memory of one step in *this* process (CUDA exact; CPU only valid in a fresh process)."""
-    step = make_step(built, shape, mode, amp, device)
+    step = make_step(built, shape, mode, amp, device, channels_last)
     gc.collect()
     if str(device).startswith('cuda'):
+        step()  # warm-up: lazily built caches and cuDNN/cuBLAS workspaces are not the step's peak
         torch.cuda.synchronize()
+        gc.collect()
+        torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         step()
         torch.cuda.synchronize()
-        return dict(peak_mib=(torch.cuda.max_memory_allocated() - base) / 2**20, method='cuda.max_memory_allocated')
+        return dict(peak_mib=(torch.cuda.max_memory_allocated() - base) / 2**20,
+                    method='torch.cuda.max_memory_allocated during the 2nd step - allocated before it')
     base = _rss_bytes()
     if _reset_peak_rss():  # peak of this step only (model building may have peaked higher)
         step()
@@ -456,10 +492,16 @@ def measure_memory_inprocess(built: Built, shape, mode='infer', amp=None, device
 
 
 def measure_memory(spec: Spec, shape, mode='infer', amp=None, device='cpu', timeout=1800,
-                   threads: Optional[int] = None) -> dict:
+                   threads: Optional[int] = None, channels_last: bool = False) -> dict:
     """Peak memory of one step; on CPU in a fresh subprocess per candidate."""
     if str(device).startswith('cuda'):
-        return measure_memory_inprocess(build_candidate(spec), shape, mode, amp, device)
+        built = build_candidate(spec)
+        try:
+            return measure_memory_inprocess(built, shape, mode, amp, device, channels_last)
+        finally:
+            del built
+            gc.collect()
+            torch.cuda.empty_cache()
     payload = json.dumps(dict(spec=spec.__dict__, shape=list(shape), mode=mode, amp=amp,
                               threads=threads or torch.get_num_threads()))
     proc = subprocess.run([sys.executable, '-m', 'mmposmlp.analysis.benchmark', '--memory-child', payload],

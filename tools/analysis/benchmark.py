@@ -52,6 +52,10 @@ def parse_args(argv=None):
                    help="inductor's inference freezing (torch._inductor.config.freezing = True: weights "
                         'become constants, weight-only work is folded; the recommended CPU inference '
                         'setting); inference only')
+    p.add_argument('--channels-last', action='store_true',
+                   help='weights and inputs in channels_last (channels_last_3d for clips) memory format')
+    p.add_argument('--profile', metavar='TXT',
+                   help='write a torch.profiler operator table of the first candidate (3 steps) to this file')
     p.add_argument('--with-cp', action='store_true', help='gradient checkpointing in the backbones')
     p.add_argument('--cp-compare', action='store_true', help='also measure the main config with with_cp=True')
     p.add_argument('--threads', type=int, help='torch.set_num_threads (default: torch default); 1 gives '
@@ -136,10 +140,18 @@ def run(args):
             return report, 2
     rows = []
     if args.iters > 0:
-        steps = {b.spec.name: B.make_step(b, shape, args.mode, args.amp, args.device) for b in built}
+        steps = {b.spec.name: B.make_step(b, shape, args.mode, args.amp, args.device, args.channels_last)
+                 for b in built}
         times = B.time_alternating(steps, args.iters, args.warmup, args.device)
         rows = B.summarize(times, args.batch)
         report['times'] = times
+        if args.profile:
+            table = B.profile_step(steps[built[0].spec.name], args.device)
+            with open(args.profile, 'w') as f:
+                f.write(f'# {built[0].spec.name}: {args.mode}, {args.amp}, input {tuple(shape)}, '
+                        f"{report['machine'].get('cuda') or report['machine']['cpu']}\n{table}\n")
+            print(f'profile of {built[0].spec.name} written to {args.profile}')
+        del steps
     else:
         rows = [dict(name=b.spec.name) for b in built]
     if args.per_gflop:
@@ -153,7 +165,8 @@ def run(args):
     del built
     if args.memory:
         for r, s in zip(rows, specs):
-            r['memory'] = B.measure_memory(s, shape, args.mode, args.amp, args.device, threads=args.threads)
+            r['memory'] = B.measure_memory(s, shape, args.mode, args.amp, args.device, threads=args.threads,
+                                           channels_last=args.channels_last)
     report['results'] = rows
     _print_rows(rows, args, shape)
     return report, 0
@@ -161,7 +174,8 @@ def run(args):
 
 def _print_rows(rows, args, shape):
     unit = 'clips/s' if len(shape) == 5 else 'img/s'
-    print(f"\n{args.mode} | {args.amp} | {args.device} | input {tuple(shape)} | "
+    fmt = ' | channels_last' if args.channels_last else ''
+    print(f"\n{args.mode} | {args.amp}{fmt} | {args.device} | input {tuple(shape)} | "
           f"{'backbone' if args.backbone_only else 'whole model'} | {args.iters} rounds, medians")
     head = f"{'candidate':48s} {'median s':>9s} {unit:>9s} {'ratio*':>7s}"
     extra_g = any('gflops' in r for r in rows)

@@ -171,7 +171,8 @@ class GaussianPositionMixing(_PositionMixing):
         nn.init.normal_(self.centers, std=self.init_std)
         with torch.no_grad():
             if self.generalized:
-                self.spreads.copy_(torch.eye(self.spreads.shape[-1]).repeat(self.groups, 1, 1)
+                eye = torch.eye(self.spreads.shape[-1], device=self.spreads.device, dtype=self.spreads.dtype)
+                self.spreads.copy_(eye.repeat(self.groups, 1, 1)
                                    + self.init_std * torch.randn_like(self.spreads))
             else:
                 self.spreads.copy_(1 + self.init_std * torch.randn_like(self.spreads))
