@@ -48,6 +48,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "creating venv $VENV"
   $PY -m venv "$VENV"
 fi
+# Every later install is constrained to this torch/torchvision and to setuptools < 81: without it, a
+# package's resolution can silently replace torch (seen here: timm + onnxscript + openmim took torch
+# 2.12.1 from the machine-wide find-links, breaking the mmcv ops built against 2.13) or setuptools.
+CONSTRAINTS=$VENV/mmposmlp-constraints.txt
+printf 'torch==%s\ntorchvision==%s\nsetuptools>=77,<81\n' "$TORCH_VERSION" "$TORCHVISION_VERSION" > "$CONSTRAINTS"
 PIP=("$VENV/bin/python" -m pip)
 VPY="$VENV/bin/python"
 
@@ -61,7 +66,7 @@ if [ ! -f "$STAMP" ]; then
   fi
   # 2. build tools: mmcv's setup.py and mmengine <= 0.10.7 import pkg_resources (gone in setuptools >= 81/82).
   step "installing build tools and mmengine 0.10.7" \
-      "${PIP[@]}" install -q "setuptools>=77,<81" wheel ninja "numpy" "opencv-python-headless" \
+      "${PIP[@]}" install -q -c "$CONSTRAINTS" "setuptools>=77,<81" wheel ninja "numpy" "opencv-python-headless" \
       addict packaging Pillow pyyaml yapf "mmengine==0.10.7"
   # 3. mmcv with ops: no wheel for this torch. Build once, keyed by torch+python, outside the repo.
   MMCV_WHL=$(ls "$WHEELS"/mmcv-$MMCV_VERSION-*.whl 2>/dev/null | head -n1 || true)
@@ -82,7 +87,7 @@ if [ ! -f "$STAMP" ]; then
   #    motmetrics (mmdet's MOT analysis)), timm (reference models in tests), the ONNX stack and what `mim`
   #    (openmim, below) imports.
   step "installing mmdet, mmsegmentation, mmaction2, mmpretrain and the tools' packages" \
-      "${PIP[@]}" install -q "mmdet==3.3.0" "mmsegmentation==1.2.2" "mmaction2==1.2.0" "mmpretrain==1.2.0" \
+      "${PIP[@]}" install -q -c "$CONSTRAINTS" "mmdet==3.3.0" "mmsegmentation==1.2.2" "mmaction2==1.2.0" "mmpretrain==1.2.0" \
       ftfy regex av decord scipy matplotlib pycocotools terminaltables shapely \
       pytest pytest-timeout fvcore cvxpy \
       psutil seaborn pandas timm onnx onnxruntime onnxscript \
