@@ -158,6 +158,8 @@ class _MethodRef(_Stub):
         self.name = name
 
 
+_HistoryBufferStub._shown_as = 'mmengine.logging.history_buffer.HistoryBuffer'
+_NamespaceStub._shown_as = 'argparse.Namespace'
 _NEWOBJ_STUBS = (_HistoryBufferStub, _NamespaceStub)
 
 
@@ -174,7 +176,18 @@ class _Refuser:
 
 
 def _short(obj, n=80):
-    text = repr(obj)
+    """A short description of a value from the file (no repr of tensors or arbitrary objects)."""
+    if isinstance(obj, (str, bytes, bytearray, int, float, complex, bool, type(None), _Marker)):
+        text = repr(obj[:n + 1] if isinstance(obj, (str, bytes, bytearray)) else obj)
+    elif type(obj) in (tuple, list):
+        text = ', '.join(_short(x, 20) for x in obj[:4]) + (', ...' if len(obj) > 4 else '')
+        text = f'({text})' if type(obj) is tuple else f'[{text}]'
+    elif getattr(obj, '__module__', None) == __name__ and getattr(obj, '_shown_as', None):
+        text = obj._shown_as  # our checker or placeholder: show what the file named
+    elif isinstance(obj, type) or callable(obj) and hasattr(obj, '__qualname__'):
+        text = f'{getattr(obj, "__module__", "?")}.{obj.__qualname__}'
+    else:
+        text = f'<{type(obj).__name__}>'
     return text if len(text) <= n else text[:n] + '...'
 
 
@@ -288,11 +301,15 @@ def _make_callables(refuse, limit):
                          'are allowed)')
         return _MethodRef(name)
 
-    return dict(rebuild_tensor_v2=rebuild_tensor_v2, rebuild_parameter=rebuild_parameter,
-                rebuild_from_type_v2=rebuild_from_type_v2, ordered_dict=ordered_dict, set=make_set,
-                frozenset=make_frozenset, complex=make_complex, codecs_encode=codecs_encode, torch_size=torch_size,
-                torch_device=torch_device, np_reconstruct=np_reconstruct, np_dtype=np_dtype, np_scalar=np_scalar,
-                history_getattr=history_getattr)
+    callables = dict(rebuild_tensor_v2=rebuild_tensor_v2, rebuild_parameter=rebuild_parameter,
+                     rebuild_from_type_v2=rebuild_from_type_v2, ordered_dict=ordered_dict, set=make_set,
+                     frozenset=make_frozenset, complex=make_complex, codecs_encode=codecs_encode,
+                     torch_size=torch_size, torch_device=torch_device, np_reconstruct=np_reconstruct,
+                     np_dtype=np_dtype, np_scalar=np_scalar,
+                     history_getattr=history_getattr)
+    for key, fn in callables.items():
+        fn._shown_as = next('.'.join(k) for k, v in ALLOWED_GLOBALS.items() if v == key)
+    return callables
 
 
 _NUMPY_CORE = ('numpy.core.multiarray', 'numpy._core.multiarray')
