@@ -155,6 +155,8 @@ def payloads(marker):
     add('BUILD on HistoryBuffer class', hb + b'N}' + S('_statistics_methods') + b'}s\x86b')
     add('BUILD on HistoryBuffer class dict', hb + b'}' + S('_statistics_methods') + b'}sb')
     add('BUILD on OrderedDict', call('collections', 'OrderedDict') + b'}' + S('__class__') + I(1) + b'sb')
+    add('BUILD OrderedDict _metadata of objects', call('collections', 'OrderedDict') + b'}' + S('_metadata') + b'}'
+        + S('') + call('builtins', 'set') + b'ssb')
     add('BUILD on a tensor', tensor_call((1, ), (1, )) + b'}' + S('grad') + I(1) + b'sb',
         storages={'0': b'\0' * 4})
     add('SETITEM on a tensor', tensor_call((1, ), (1, )) + I(0) + I(1) + b's', storages={'0': b'\0' * 4})
@@ -352,8 +354,8 @@ def mmengine_style_checkpoint():
     hub.update_info('np_value', np.float32(0.25))
     meta = dict(epoch=0, iter=5, seed=np.int64(7), cfg='x = 1', dataset_meta=dict(classes=('a', 'b')),
                 palette=np.arange(6, dtype=np.uint8).reshape(2, 3), experiment_name='exp')
-    state = collections.OrderedDict(w=torch.randn(3, 4), b=torch.randn(4).to(torch.float64),
-                                    n=torch.tensor(7))
+    state = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)).state_dict()  # has _metadata
+    state.update(w=torch.randn(3, 4), b=torch.randn(4).to(torch.float64), n=torch.tensor(7))
     return dict(meta=meta, state_dict=state, message_hub=hub.state_dict(),
                 optimizer=dict(state={0: dict(momentum_buffer=torch.randn(3))}, param_groups=[dict(lr=0.1,
                                                                                                      params=[0])]))
@@ -376,6 +378,7 @@ def test_stock_mmengine_checkpoint_loads_as_plain_data(tmp_path):
     finally:
         torch.serialization.clear_safe_globals()
     assert torch.equal(out['state_dict']['w'], ckpt['state_dict']['w'])
+    assert out['state_dict']._metadata == ckpt['state_dict']._metadata  # module versions kept
     assert out['state_dict']['b'].dtype == torch.float64 and out['meta']['seed'] == 7
     assert type(out['meta']['seed']) is int
     assert torch.equal(out['meta']['palette'], torch.arange(6, dtype=torch.uint8).reshape(2, 3))
@@ -419,6 +422,7 @@ def test_training_format_loads_with_plain_weights_only_and_restores_exactly():
     buf.seek(0)
     loaded = torch.load(buf, weights_only=True)  # no allow-list, no context
     assert torch.equal(loaded['state_dict']['w'], ckpt['state_dict']['w'])
+    assert loaded['state_dict']._metadata == ckpt['state_dict']._metadata
     assert type(loaded['meta']['seed']) is int
     prepared, config_text = prepare_resume_checkpoint(loaded, 'mem')
     assert 'config' not in prepared['meta'] and 'SystemExit' in config_text

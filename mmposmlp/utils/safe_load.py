@@ -428,6 +428,9 @@ class RestrictedUnpickler(pickle._Unpickler):
     def load_build(self):
         state = self.stack.pop()
         inst = self.stack[-1]
+        if type(inst) is collections.OrderedDict and _is_state_dict_metadata(state):
+            inst._metadata = state['_metadata']  # module versions torch keeps with every state_dict
+            return
         if type(inst) not in (_DtypeStub, _ArrayStub, _HistoryBufferStub, _NamespaceStub):
             raise self._refuse(f'setting the state of {_short(inst)}')
         inst.build(state, self._refuse)
@@ -490,6 +493,17 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise self._refuse(f'{op} on {type(obj).__name__}')
 
 
+def _is_state_dict_metadata(state) -> bool:
+    """``{'_metadata': {module prefix: {'version': int, ...}}}``, the attribute of ``Module.state_dict()``."""
+    if not (isinstance(state, dict) and set(state) == {'_metadata'}):
+        return False
+    meta = state['_metadata']
+    return type(meta) in (dict, collections.OrderedDict) and all(
+        isinstance(k, str) and type(v) is dict and all(
+            isinstance(a, str) and type(b) in (int, float, str, bool, type(None)) for a, b in v.items())
+        for k, v in meta.items())
+
+
 def _pickle_module(source: str, limit: int):
     """A pickle-module namespace for ``torch.load(pickle_module=...)`` bound to one file."""
     refuse = _Refuser(source)
@@ -527,6 +541,8 @@ def _to_plain_loaded(obj, refuse):
         active.add(key)
         if t in (dict, collections.OrderedDict):
             out = t((walk(k, depth + 1), walk(v, depth + 1)) for k, v in x.items())
+            if hasattr(x, '_metadata'):
+                out._metadata = x._metadata
         elif t in (list, tuple, set, frozenset):
             out = t(walk(v, depth + 1) for v in x)
         elif t is _ArrayStub:
@@ -697,6 +713,8 @@ def to_plain_checkpoint(obj):
             out = out if type(out) in _LEAVES else walk(out)
         elif isinstance(x, collections.OrderedDict):
             out = collections.OrderedDict((walk(k), walk(v)) for k, v in x.items())
+            if _is_state_dict_metadata({'_metadata': getattr(x, '_metadata', None)}):
+                out._metadata = x._metadata
         elif isinstance(x, dict):
             out = {walk(k): walk(v) for k, v in x.items()}
         elif isinstance(x, (list, tuple, set, frozenset)):  # frozenset -> set (torch's safe loader has no frozenset)
