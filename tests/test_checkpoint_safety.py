@@ -23,8 +23,6 @@ import torch
 
 from toolcfg import RESNET18_CLS, repo_path, run_tool, write_cfg
 
-TRAIN = repo_path('tools', 'train.py')
-TEST = repo_path('tools', 'test.py')
 CONVERTERS = repo_path('tools', 'model_converters')
 
 
@@ -577,21 +575,37 @@ def test_converters_refuse_crafted_files_and_take_the_trust_flag(name, tmp_path,
 
 
 # ------------------------------------------------------------------------------------------ our tools
+def _tool(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f'mmposmlp_tool_{name}', repo_path('tools', f'{name}.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main
+
+
+def run_in_process(name, argv, capsys=None):
+    """tools/<name>.py as the command line runs it (run_cli: exit code, one ERROR line), in this process."""
+    from mmposmlp.engine.entry import run_cli
+    code = run_cli(_tool(name), [str(a) for a in argv])
+    out = capsys.readouterr() if capsys is not None else None
+    return code, (out.out + out.err if out else ''), (out.err if out else '')
+
+
 @pytest.fixture(scope='module')
 def trained(toy_data, tmp_path_factory):
     """tools/train.py, 2 iterations of a tiny classifier (checkpoints at 1 and 2)."""
     d = tmp_path_factory.mktemp('ckpt_safety')
     cfg = write_cfg(d / 'cls.py', RESNET18_CLS, toy_data, iters=2, ckpt=1, classes=4)
-    res = run_tool([TRAIN, cfg, '--work-dir', str(d / 'work')], cwd=repo_path())
-    assert res.returncode == 0, res.stderr[-4000:]
+    code, _, _ = run_in_process('train', [cfg, '--work-dir', d / 'work'])
+    assert code == 0
     return d, cfg
 
 
-def _one_error_line(res, *needles):
-    assert res.returncode == 1, res.stderr[-3000:]
-    assert 'Traceback' not in res.stderr, res.stderr[-3000:]
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith('ERROR: ')]
-    assert len(lines) == 1, res.stderr[-3000:]
+def _one_error_line(code, err, *needles):
+    assert code == 1, err[-3000:]
+    assert 'Traceback' not in err, err[-3000:]
+    lines = [ln for ln in err.splitlines() if ln.startswith('ERROR: ')]
+    assert len(lines) == 1, err[-3000:]
     for n in needles:
         assert n in lines[0], lines[0]
 
@@ -605,7 +619,7 @@ def test_training_writes_checkpoints_plain_weights_only_loads(trained):
         assert isinstance(ckpt['meta']['cfg'], str) and ckpt['meta']['iter'] == int(name[5])
 
 
-def test_resume_never_executes_the_stored_config(trained, tmp_path):
+def test_resume_never_executes_the_stored_config(trained, tmp_path, capsys):
     """--resume FILE and bare --resume with a genuine checkpoint whose meta['config'] is code: the run resumes,
     nothing executes; the restored message hub equals the saved one."""
     d, cfg = trained
@@ -616,10 +630,10 @@ def test_resume_never_executes_the_stored_config(trained, tmp_path):
     work.mkdir()
     torch.save(ckpt, work / 'iter_1.pth')
     (work / 'last_checkpoint').write_text(str(work / 'iter_1.pth'))
-    for extra in (['--resume', str(work / 'iter_1.pth')], ['--resume']):
-        res = run_tool([TRAIN, cfg, '--work-dir', str(work)] + extra, cwd=repo_path())
-        assert res.returncode == 0, res.stderr[-4000:]
-        assert 'resumed' in (res.stdout + res.stderr).lower()
+    for extra in (['--resume', work / 'iter_1.pth'], ['--resume']):
+        code, log, err = run_in_process('train', [cfg, '--work-dir', work] + extra, capsys)
+        assert code == 0, err[-3000:]
+        assert 'resumed' in log.lower()
         assert not marker.exists()
         resumed = torch.load(work / 'iter_2.pth', weights_only=True)
         saved = ckpt['message_hub']['log_scalars']
@@ -628,35 +642,45 @@ def test_resume_never_executes_the_stored_config(trained, tmp_path):
             assert torch.equal(resumed['message_hub']['log_scalars'][key]['log_history'][:n], value['log_history'])
         (work / 'iter_2.pth').unlink()
         (work / 'last_checkpoint').write_text(str(work / 'iter_1.pth'))
+    # a config text that names 2 GPUs is read as data and compared with this 1-process run
+    ckpt['meta']['config'] = 'gpu_ids = [0, 1]\n'
+    torch.save(ckpt, work / 'two_gpus.pth')
+    code, _, err = run_in_process('train', [cfg, '--work-dir', work, '--resume', work / 'two_gpus.pth'], capsys)
+    _one_error_line(code, err, 'trained on 2 GPUs')
 
 
-def test_tools_refuse_crafted_checkpoints_in_one_sentence(trained, tmp_path):
+def test_tools_refuse_crafted_checkpoints_in_one_sentence(trained, tmp_path, capsys):
     d, cfg = trained
     path, marker = evil_file(tmp_path)
-    res = run_tool([TEST, cfg, path, '--work-dir', str(tmp_path / 't')], cwd=repo_path())
-    _one_error_line(res, 'refusing to load', osp.basename(path), 'os.system', '--trust-checkpoint')
-    res = run_tool([TRAIN, cfg, '--work-dir', str(tmp_path / 'w'), '--resume', path], cwd=repo_path())
-    _one_error_line(res, 'refusing to load', osp.basename(path))
+    code, _, err = run_in_process('test', [cfg, path, '--work-dir', tmp_path / 't'], capsys)
+    _one_error_line(code, err, 'refusing to load', osp.basename(path), 'os.system', '--trust-checkpoint')
+    code, _, err = run_in_process('train', [cfg, '--work-dir', tmp_path / 'w', '--resume', path], capsys)
+    _one_error_line(code, err, 'refusing to load', osp.basename(path))
     work = tmp_path / 'auto'
     work.mkdir()
     (work / 'last_checkpoint').write_text(path)
-    res = run_tool([TRAIN, cfg, '--work-dir', str(work), '--resume'], cwd=repo_path())
-    _one_error_line(res, 'outside the work dir')
+    code, _, err = run_in_process('train', [cfg, '--work-dir', work, '--resume'], capsys)
+    _one_error_line(code, err, 'outside the work dir')
     assert not osp.exists(marker)
 
 
-def test_trust_checkpoint_flag_loads_a_checkpoint_that_needs_a_class(trained, tmp_path):
+def test_trust_checkpoint_flag_loads_a_checkpoint_that_needs_a_class(trained, tmp_path, capsys):
     import pathlib
     d, cfg = trained
     ckpt = torch.load(d / 'work' / 'iter_2.pth', weights_only=True)
     ckpt['meta']['run_dir'] = pathlib.PurePosixPath('/old/run')
     torch.save(ckpt, tmp_path / 'old.pth')
-    res = run_tool([TEST, cfg, str(tmp_path / 'old.pth'), '--work-dir', str(tmp_path / 't')], cwd=repo_path())
-    _one_error_line(res, 'pathlib.PurePosixPath', '--trust-checkpoint')
-    res = run_tool([TEST, cfg, str(tmp_path / 'old.pth'), '--work-dir', str(tmp_path / 't'), '--trust-checkpoint'],
-                   cwd=repo_path())
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert 'accuracy/top1' in res.stdout + res.stderr
+    code, _, err = run_in_process('test', [cfg, tmp_path / 'old.pth', '--work-dir', tmp_path / 't'], capsys)
+    _one_error_line(code, err, 'pathlib.PurePosixPath', '--trust-checkpoint')
+    code, log, err = run_in_process('test', [cfg, tmp_path / 'old.pth', '--work-dir', tmp_path / 't',
+                                             '--trust-checkpoint'], capsys)
+    assert code == 0, err[-3000:]
+    assert 'accuracy/top1' in log
+    # the trust ended with the command
+    from mmposmlp.utils.safe_load import is_trusted
+    assert not is_trusted(str(tmp_path / 'old.pth'))
+    code, _, err = run_in_process('train', [cfg, '--work-dir', tmp_path / 'n', '--trust-checkpoint'], capsys)
+    _one_error_line(code, err, '--trust-checkpoint', 'loads no checkpoint')
 
 
 # ------------------------------------------------------------------------------------------ interop
@@ -746,7 +770,7 @@ def test_upstream_tools_test_py_loads_our_checkpoints(library, toy_data, tmp_pat
     extra = "custom_imports = dict(imports=['mmposmlp'], allow_failed_imports=False)\n"
     if library == 'mmseg':
         extra += ("test_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,\n"
-                  "    dataset=dict(indices=2, pipeline=[dict(type='LoadImageFromFile'),\n"
+                  "    dataset=dict(indices=2, data_root=data_root, pipeline=[dict(type='LoadImageFromFile'),\n"
                   "    dict(type='Resize', scale=(96, 96), keep_ratio=True),\n"
                   "    dict(type='LoadAnnotations', reduce_zero_label=True), dict(type='PackSegInputs')]))\n")
     cfg = write_cfg(tmp_path / f'{library}.py', template, toy_data, extra=extra)

@@ -130,7 +130,8 @@ class _HistoryBufferStub(_Stub):
         if not (isinstance(state, dict) and keys <= set(state) <= keys | {'statistics_methods'}
                 and type(state['max_length']) is int
                 and all(isinstance(state[k], _ArrayStub) for k in ('_log_history', '_count_history'))):
-            raise refuse(f'a HistoryBuffer with state keys {_short(sorted(map(str, state)) if isinstance(state, dict) else state)}')
+            shown = sorted(map(str, state)) if isinstance(state, dict) else state
+            raise refuse(f'a HistoryBuffer with state keys {_short(shown)}')
         methods = state.get('statistics_methods', {})
         if not (isinstance(methods, dict) and all(isinstance(v, _MethodRef) for v in methods.values())):
             raise refuse('HistoryBuffer statistics methods that are not HistoryBuffer methods')
