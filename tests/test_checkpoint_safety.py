@@ -661,6 +661,12 @@ def test_tools_refuse_crafted_checkpoints_in_one_sentence(trained, tmp_path, cap
     (work / 'last_checkpoint').write_text(path)
     code, _, err = run_in_process('train', [cfg, '--work-dir', work, '--resume'], capsys)
     _one_error_line(code, err, 'outside the work dir')
+    # a crafted file planted inside the work dir is picked by bare --resume, and refused as it is loaded
+    planted = work / 'iter_9.pth'
+    planted.write_bytes(open(path, 'rb').read())
+    (work / 'last_checkpoint').write_text(str(planted))
+    code, _, err = run_in_process('train', [cfg, '--work-dir', work, '--resume'], capsys)
+    _one_error_line(code, err, 'refusing to load', 'iter_9.pth', 'os.system')
     assert not osp.exists(marker)
 
 
