@@ -797,3 +797,24 @@ def test_upstream_tools_test_py_loads_our_checkpoints(library, toy_data, tmp_pat
     res = run_tool([tool, cfg, evil, '--work-dir', str(tmp_path / 'w')], cwd=str(tmp_path),
                    env=dict(PYTHONPATH=repo_path()))
     assert res.returncode != 0 and 'refusing to load' in res.stderr and not osp.exists(marker)
+
+
+def test_trust_flag_covers_the_configs_pretrained_files():
+    """tools/train.py --trust-checkpoint trusts load_from/--resume plus the model's own pretrained files."""
+    from mmengine.config import Config
+
+    from mmposmlp.engine.entry import UserError, pretrained_checkpoints, trusted_checkpoint_context
+    from mmposmlp.utils.safe_load import is_trusted
+    cfg = Config(dict(model=dict(backbone=dict(init_cfg=dict(type='Pretrained', checkpoint='/w/a.pth')),
+                                 neck=dict(init_cfg=[dict(type='Kaiming'),
+                                                     dict(type='Pretrained', checkpoint='b.pth')]),
+                                 head=dict(pretrained='c.pth'))))
+    assert pretrained_checkpoints(cfg) == ['/w/a.pth', 'b.pth', 'c.pth']
+    with trusted_checkpoint_context(True, ['/w/x.pth'] + pretrained_checkpoints(cfg)):
+        assert is_trusted('/w/a.pth') and is_trusted('c.pth') and is_trusted('/w/x.pth')
+        assert not is_trusted('/w/other.pth')
+    assert not is_trusted('/w/a.pth')
+    with trusted_checkpoint_context(False, ['/w/a.pth']):
+        assert not is_trusted('/w/a.pth')
+    with pytest.raises(UserError, match='loads no checkpoint'):
+        trusted_checkpoint_context(True, [None])
