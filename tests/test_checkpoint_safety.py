@@ -192,6 +192,7 @@ def payloads(marker):
     # structure bombs
     add('self-referencing list', b']q\x00h\x00a')
     add('nested 500 deep', b']' * 500 + b'a' * 499)
+    out.append(('legacy format os.system', pkl(call('os', 'system', S(cmd)))))  # pre-1.6 files: plain pickles
     out.append(('TorchScript archive', torch_zip(pkl(b'N'), extra={'archive/constants.pkl': pkl(b')')})))
     out.append(('compressed record', torch_zip(pkl(S('x' * 4096)), compress=zipfile.ZIP_DEFLATED)))
     return out
@@ -386,6 +387,11 @@ def test_stock_mmengine_checkpoint_loads_as_plain_data(tmp_path):
     assert np.array_equal(loss['log_history'].numpy(), orig._log_history)
     assert out['message_hub']['runtime_info']['np_value'] == 0.25
     assert not any(isinstance(v, HistoryBuffer) for v in out['message_hub']['log_scalars'].values())
+    # the pre-1.6 (non-zip) format goes through the same restricted unpickler
+    torch.save(ckpt, tmp_path / 'legacy.pth', _use_new_zipfile_serialization=False)
+    legacy = load_checkpoint(str(tmp_path / 'legacy.pth'))
+    assert torch.equal(legacy['state_dict']['w'], ckpt['state_dict']['w']) and legacy['meta']['seed'] == 7
+    assert torch.equal(legacy['message_hub']['log_scalars']['train/loss']['log_history'], loss['log_history'])
 
 
 def test_history_buffer_statistics_cannot_be_rewritten_by_a_file(tmp_path):
