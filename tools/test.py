@@ -2,7 +2,7 @@
 """Test (evaluate) a checkpoint with a config of mmdet, mmseg, mmaction2 or mmpretrain (mmdet 3.3.0 interface).
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE] [--show] [--show-dir DIR]
-                         [--wait-time 2] [--cfg-options k=v ...] [--launcher ...] [--tta]
+                         [--wait-time 2] [--cfg-options k=v ...] [--launcher ...] [--tta] [--trust-checkpoint]
 """
 import argparse
 import os
@@ -24,6 +24,8 @@ VIS_HOOKS = {
 
 def parse_args(argv=None):
     from mmengine.config import DictAction
+
+    from mmposmlp.utils.safe_load import add_trust_argument
     parser = argparse.ArgumentParser(description='Test (and eval) a model')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
@@ -38,6 +40,7 @@ def parse_args(argv=None):
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
                         help='job launcher')
     parser.add_argument('--tta', action='store_true', help='test-time augmentation (needs tta_model in config)')
+    add_trust_argument(parser)
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
@@ -87,7 +90,7 @@ def add_dump_metric(cfg, out, scope):
 def main(argv=None):
     args = parse_args(argv)
     from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, build_runner, check_datasets,
-                                       load_config, prepare_launch)
+                                       load_config, prepare_launch, trusted_checkpoint_context)
     if not osp.isfile(args.config):
         raise UserError(f'config file {args.config} does not exist.')
     if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
@@ -109,8 +112,9 @@ def main(argv=None):
     prepare_launch(cfg, args.launcher)
     check_datasets(cfg, ['test_dataloader'], scope)
     activate_mmposmlp_runtime(cfg)
-    runner = build_runner(cfg)
-    runner.test()
+    with trusted_checkpoint_context(args.trust_checkpoint, [args.checkpoint]):
+        runner = build_runner(cfg)
+        runner.test()
 
 
 if __name__ == '__main__':

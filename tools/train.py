@@ -2,7 +2,7 @@
 """Train a model from a config of mmdet, mmseg, mmaction2 or mmpretrain (interface of mmdet 3.3.0).
 
     python tools/train.py CONFIG [--work-dir DIR] [--amp] [--auto-scale-lr] [--resume [CKPT]]
-                          [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
+                          [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}] [--trust-checkpoint]
 
 The config's default_scope picks the library. On machines without CUDA, distributed runs use gloo.
 """
@@ -18,6 +18,8 @@ if ROOT not in sys.path:
 
 def parse_args(argv=None):
     from mmengine.config import DictAction
+
+    from mmposmlp.utils.safe_load import add_trust_argument
     parser = argparse.ArgumentParser(description='Train a model (mmdet/mmseg/mmaction/mmpretrain configs)')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
@@ -34,6 +36,7 @@ def parse_args(argv=None):
                         help='override settings of the config, key=value (xxx=yyy format)')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
                         help='job launcher')
+    add_trust_argument(parser)
     # torch.distributed.launch passes --local-rank (torch >= 2.0) or --local_rank (older)
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
@@ -47,7 +50,7 @@ def main(argv=None):
     from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
     from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, apply_total_batch_size,
                                        build_runner, check_datasets, check_pretrained, load_config,
-                                       prepare_launch)
+                                       prepare_launch, pretrained_checkpoints, trusted_checkpoint_context)
     if not osp.isfile(args.config):
         raise UserError(f'config file {args.config} does not exist.')
     try:
@@ -77,9 +80,13 @@ def main(argv=None):
             raise UserError('--auto-scale-lr needs `auto_scale_lr = dict(enable=False, base_batch_size=...)` in the '
                             'config (base_batch_size = the total batch size the learning rate was tuned for).')
 
-    if args.resume == 'auto':
+    if args.resume == 'auto' or (args.resume is None and cfg.get('resume') is True and not cfg.get('load_from')):
+        # auto-resume picks only files inside the work dir (and the checkpoint hook's out_dir)
         cfg.resume = True
-        cfg.load_from = find_last_complete_checkpoint(cfg.work_dir) if osp.isdir(cfg.work_dir) else None
+        ckpt_hook = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
+        out_dir = ckpt_hook.get('out_dir') if isinstance(ckpt_hook, dict) else None
+        roots = [osp.join(out_dir, osp.basename(osp.normpath(cfg.work_dir)))] if out_dir else []
+        cfg.load_from = find_last_complete_checkpoint(cfg.work_dir, roots) if osp.isdir(cfg.work_dir) else None
         if cfg.load_from is None:
             print(f'--resume: no complete checkpoint in {cfg.work_dir}; starting from scratch.', flush=True)
             cfg.resume = False
@@ -97,8 +104,9 @@ def main(argv=None):
     check_pretrained(cfg)
     activate_mmposmlp_runtime(cfg)
 
-    runner = build_runner(cfg)
-    runner.train()
+    with trusted_checkpoint_context(args.trust_checkpoint, [cfg.get('load_from')] + pretrained_checkpoints(cfg)):
+        runner = build_runner(cfg)
+        runner.train()
 
 
 if __name__ == '__main__':

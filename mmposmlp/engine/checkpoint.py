@@ -3,14 +3,19 @@
 * :func:`patch_atomic_checkpoints` makes ``Runner.save_checkpoint`` write ``<name>.tmp`` and then
   ``os.replace`` it (atomic on POSIX), and :class:`AtomicCheckpointHook` writes ``last_checkpoint`` the
   same way. A run killed at any moment leaves either the old or the new file, never a truncated one.
+* Checkpoints are written as plain data (:func:`mmposmlp.utils.safe_load.to_plain_checkpoint`): they load
+  with ``torch.load(f, weights_only=True)`` and no allow-list.
 * :func:`find_last_complete_checkpoint` is what ``--resume`` (no path) uses: ``last_checkpoint`` if it
-  names a readable file, else the newest ``*.pth`` in the work dir that is a complete torch zip archive.
-* :func:`check_resume_compatible` refuses, with one sentence, a checkpoint written for another model.
+  names a readable file inside the work dir, else the newest ``*.pth`` in the work dir that is a complete
+  torch zip archive. Nothing outside the work dir is picked; a pointer leading outside is refused.
+* :func:`patch_resume_check` makes ``Runner.resume`` read the checkpoint as data only (its config text is
+  never executed) and refuse, with one sentence, a checkpoint written for another model.
 """
 import glob
 import os
 import os.path as osp
 import zipfile
+from collections import OrderedDict
 
 from mmengine.hooks import CheckpointHook
 
@@ -19,6 +24,10 @@ from mmposmlp.registry import HOOKS
 
 class CheckpointMismatchError(RuntimeError):
     """The checkpoint given to ``--resume`` belongs to a different model."""
+
+
+class CheckpointLocationError(CheckpointMismatchError):
+    """A work dir's ``last_checkpoint`` pointer leads outside the work dir."""
 
 
 def atomic_write_text(path: str, text: str) -> None:
@@ -33,6 +42,8 @@ def atomic_write_text(path: str, text: str) -> None:
 def _atomic_save_checkpoint(original):
 
     def save_checkpoint(checkpoint, filename, *args, **kwargs):
+        from mmposmlp.utils.safe_load import to_plain_checkpoint
+        checkpoint = to_plain_checkpoint(checkpoint)
         if '://' in str(filename):  # remote backends (s3, pavi...) have their own semantics
             return original(checkpoint, filename, *args, **kwargs)
         tmp = f'{filename}.tmp'
@@ -91,19 +102,46 @@ def is_complete_checkpoint(path: str) -> bool:
         return False
 
 
-def find_last_complete_checkpoint(work_dir: str):
-    """Path of the checkpoint ``--resume`` (without a path) should use, or None."""
+def _inside(path: str, roots) -> bool:
+    real = osp.realpath(path)
+    for root in roots:
+        root = osp.realpath(root)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def find_last_complete_checkpoint(work_dir: str, extra_roots=()):
+    """Path of the checkpoint ``--resume`` (without a path) should use, or None.
+
+    Only files inside ``work_dir`` (or ``extra_roots``, e.g. the checkpoint hook's ``out_dir``) are picked,
+    symlinks resolved. A ``last_checkpoint`` naming a file elsewhere is read as a file name: a copied or
+    moved work dir resumes its own file of that name; if it has none, the pointer is refused
+    (:class:`CheckpointLocationError`).
+    """
+    roots = [work_dir, *extra_roots]
     pointer = osp.join(work_dir, 'last_checkpoint')
     if osp.isfile(pointer):
         with open(pointer) as f:
-            last = f.read().strip()
-        if last and not osp.isabs(last) and not osp.exists(last):
-            last = osp.join(work_dir, osp.basename(last))
-        if last and is_complete_checkpoint(last):
-            return last
+            last = f.read(4096).strip()
+        if last:
+            named = last if osp.isabs(last) or osp.exists(last) else osp.join(work_dir, last)
+            own = osp.join(work_dir, osp.basename(last))
+            if osp.isfile(named) and _inside(named, roots):
+                chosen = named
+            elif osp.isfile(own) and _inside(own, roots):
+                chosen = own
+            elif not _inside(named, roots):
+                raise CheckpointLocationError(
+                    f'{pointer} points to {last}, outside the work dir {work_dir}: refusing to resume from it; '
+                    'resume explicitly with --resume <checkpoint> if you want that file, or delete the pointer.')
+            else:
+                chosen = None
+            if chosen is not None and is_complete_checkpoint(chosen):
+                return chosen
     candidates = sorted(glob.glob(osp.join(work_dir, '*.pth')), key=os.path.getmtime, reverse=True)
     for path in candidates:
-        if is_complete_checkpoint(path):
+        if _inside(path, roots) and is_complete_checkpoint(path):
             return path
     return None
 
@@ -131,19 +169,88 @@ def check_resume_compatible(model, checkpoint: dict, filename: str, max_listed: 
             'without --resume to fine-tune from other weights.')
 
 
+def config_gpu_ids(text):
+    """``gpu_ids`` assigned in a checkpoint's config text, read as a literal (the text is never executed)."""
+    import ast
+    if not isinstance(text, str) or len(text) > 2_000_000:
+        return None
+    try:
+        tree = ast.parse(text)
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == 'gpu_ids'
+                                                    for t in node.targets):
+                value = ast.literal_eval(node.value)
+                return value if isinstance(value, (list, tuple)) else None
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    return None
+
+
+def prepare_resume_checkpoint(checkpoint, filename: str):
+    """``(checkpoint, config_text)``: a loaded checkpoint made ready for mmengine's ``Runner.resume``.
+
+    ``meta['config']`` is taken out (mmengine would execute it with ``Config.fromstring``); plain history
+    buffers (our format) become mmengine ``HistoryBuffer`` objects again, exactly as they were saved.
+    """
+    from mmposmlp.utils.safe_load import history_buffer_from_plain
+    meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
+    if not isinstance(meta, dict) or any(type(meta.get(k)) is not int or meta[k] < 0 for k in ('epoch', 'iter')):
+        raise CheckpointMismatchError(
+            f'cannot resume from {filename}: it has no training state (meta.epoch and meta.iter); resume from a '
+            'checkpoint written by training, or use --cfg-options load_from=<ckpt> to start from its weights.')
+    meta = dict(meta)
+    config_text = meta.pop('config', None)
+    checkpoint = dict(checkpoint, meta=meta)
+    hub = checkpoint.get('message_hub')
+    if isinstance(hub, dict) and isinstance(hub.get('log_scalars'), dict):
+        scalars = OrderedDict()
+        for key, value in hub['log_scalars'].items():
+            buf = history_buffer_from_plain(value)
+            scalars[key] = value if buf is None else buf
+        checkpoint['message_hub'] = dict(hub, log_scalars=scalars)
+    return checkpoint, config_text
+
+
 def patch_resume_check() -> None:
-    """Make ``Runner.resume`` verify the checkpoint against the model before mmengine loads it."""
+    """Make ``Runner.resume`` load the checkpoint once, as data, check it fits the model, and never
+    execute its config text (mmengine's ``Config.fromstring(meta['config'])``): the GPU count is read
+    from that text as a literal. Idempotent."""
     from mmengine.runner import Runner
     original = Runner.resume
     if getattr(original, '_mmposmlp_original', None):
         return
 
-    def resume(self, filename, *args, **kwargs):
-        from mmengine.runner.checkpoint import _load_checkpoint
-        checkpoint = _load_checkpoint(filename, map_location='cpu')
+    def resume(self, filename, resume_optimizer=True, resume_param_scheduler=True, map_location='default'):
+        from mmengine.model import is_model_wrapper
+        from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
+        if map_location == 'default':
+            from mmengine.device import get_device
+            location = get_device()
+        else:
+            location = map_location
+        checkpoint, config_text = prepare_resume_checkpoint(_load_checkpoint(filename, map_location=location),
+                                                            filename)
         check_resume_compatible(self.model, checkpoint, filename)
-        del checkpoint
-        return original(self, filename, *args, **kwargs)
+        gpu_ids = config_gpu_ids(config_text)
+        if gpu_ids and len(gpu_ids) != self._world_size and \
+                not (self.auto_scale_lr or {}).get('enable', False):
+            raise CheckpointMismatchError(
+                f'cannot resume from {filename}: it was trained on {len(gpu_ids)} GPUs and this run has '
+                f'{self._world_size} processes; launch {len(gpu_ids)} processes or enable auto_scale_lr.')
+
+        def load_loaded(name, map_location=None, strict=False, revise_keys=[(r'^module.', '')]):
+            self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+            model = self.model.module if is_model_wrapper(self.model) else self.model
+            result = _load_checkpoint_to_model(model, checkpoint, strict, revise_keys=revise_keys)
+            self._has_loaded = True
+            self.logger.info(f'Load checkpoint from {name}')
+            return result
+
+        self.load_checkpoint = load_loaded  # this runner, this call only: mmengine resumes from the loaded data
+        try:
+            return original(self, filename, resume_optimizer, resume_param_scheduler, map_location)
+        finally:
+            del self.load_checkpoint
 
     resume._mmposmlp_original = original
     Runner.resume = resume

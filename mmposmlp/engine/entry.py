@@ -162,7 +162,8 @@ def explain(exc: BaseException):
     """One-sentence message for errors caused by the config, else None (then the traceback is shown)."""
     from mmposmlp.engine.checkpoint import CheckpointMismatchError
     from mmposmlp.utils.dist import LaunchError
-    if isinstance(exc, (UserError, CheckpointMismatchError, LaunchError)):
+    from mmposmlp.utils.safe_load import UnsafeCheckpointError
+    if isinstance(exc, (UserError, CheckpointMismatchError, LaunchError, UnsafeCheckpointError)):
         return str(exc)
     text = str(exc.args[0]) if getattr(exc, 'args', None) else str(exc)
     m = _NOT_IN_REGISTRY.search(text)
@@ -252,6 +253,45 @@ def activate_mmposmlp_runtime(cfg) -> None:
     if isinstance(hooks, dict) and isinstance(hooks.get('checkpoint'), dict) and \
             hooks['checkpoint'].get('type') in ('CheckpointHook', 'mmengine.CheckpointHook'):
         hooks['checkpoint']['type'] = 'mmposmlp.AtomicCheckpointHook'
+
+
+def pretrained_checkpoints(cfg) -> list:
+    """Checkpoint files the config's model loads itself (``init_cfg`` Pretrained, ``pretrained=``)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            init = node.get('init_cfg')
+            for item in (init if isinstance(init, list) else [init]):
+                if isinstance(item, dict) and item.get('type') == 'Pretrained' and item.get('checkpoint'):
+                    found.append(item['checkpoint'])
+            if isinstance(node.get('pretrained'), str):
+                found.append(node['pretrained'])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                walk(v)
+
+    walk(cfg.get('model'))
+    return found
+
+
+def trusted_checkpoint_context(trust: bool, paths):
+    """``--trust-checkpoint``: unpickle exactly ``paths`` without restrictions for this command (refused if
+    the command loads no checkpoint); otherwise every checkpoint loads as data only."""
+    import contextlib
+
+    from mmposmlp.utils.safe_load import trusted_checkpoints
+    if not trust:
+        return contextlib.nullcontext()
+    paths = [p for p in paths if p]
+    if not paths:
+        raise UserError('--trust-checkpoint: this command loads no checkpoint (no --resume, load_from or init_cfg '
+                        'Pretrained checkpoint); drop the flag.')
+    print('--trust-checkpoint: unpickling without restrictions (this runs code stored in them): '
+          + ', '.join(map(str, paths)), flush=True)
+    return trusted_checkpoints(paths)
 
 
 def prepare_launch(cfg, launcher: str) -> None:

@@ -3,8 +3,8 @@
 
     python tools/misc/inference_demo.py CONFIG CHECKPOINT IMAGE [--out out.jpg] [--score-thr 0.3]
 
-A thin wrapper around mmdet's ``DetInferencer`` that loads our checkpoints safely on torch >= 2.6
-(mmengine 0.10.7 would otherwise fail on its own checkpoints, see DEVELOPERS.md).
+A thin wrapper around mmdet's ``DetInferencer``; importing mmposmlp makes mmengine read checkpoints as data
+(see README, "Checkpoints and safety").
 """
 import argparse
 import os
@@ -27,11 +27,8 @@ def main():
     import mmposmlp.models  # noqa: F401  (registers mmposmlp.* types)
     from mmdet.apis import DetInferencer
 
-    from mmposmlp.utils.compat import allow_mmengine_checkpoints
-
-    with allow_mmengine_checkpoints():
-        inferencer = DetInferencer(model=args.config, weights=args.checkpoint, device=args.device,
-                                   show_progress=False)
+    inferencer = DetInferencer(model=args.config, weights=args.checkpoint, device=args.device,
+                               show_progress=False)
     out_dir = osp.dirname(osp.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     result = inferencer(args.image, pred_score_thr=args.score_thr, return_vis=True, no_save_vis=True)

@@ -33,6 +33,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 from mmposmlp.models.backbones.pvt_peg import (convert_pcpvt, convert_pcpvt_head,  # noqa: E402
                                                detect_pcpvt_layout)
 from mmposmlp.models.checkpoints import load_checkpoint_file, strip_prefix  # noqa: E402
+from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 
 
 def convert(state):
@@ -69,8 +70,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('src', help='official Twins/timm or mmpretrain PCPVT checkpoint')
     parser.add_argument('dst', help='output path')
+    add_trust_argument(parser)
     args = parser.parse_args(argv)
-    state = load_checkpoint_file(args.src)
+    with trusted_checkpoints([args.src] if args.trust_checkpoint else []):
+        state = load_checkpoint_file(args.src)
     out, layout = convert(state)
     dirname = osp.dirname(args.dst)
     if dirname:

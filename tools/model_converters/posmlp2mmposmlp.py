@@ -19,6 +19,7 @@ sys.path.insert(0, osp.join(osp.dirname(osp.abspath(__file__)), '..', '..'))
 
 from mmposmlp.models.backbones.posmlp import convert_official_posmlp  # noqa: E402
 from mmposmlp.models.checkpoints import load_checkpoint_file  # noqa: E402
+from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 
 
 def convert(src: str, use_ema: bool = True) -> dict:
@@ -37,8 +38,10 @@ def main():
     parser.add_argument('src', help='official checkpoint (.pth / .pth.tar)')
     parser.add_argument('dst', help='output path')
     parser.add_argument('--no-ema', action='store_true', help='use state_dict instead of state_dict_ema')
+    add_trust_argument(parser)
     args = parser.parse_args()
-    state = convert(args.src, use_ema=not args.no_ema)
+    with trusted_checkpoints([args.src] if args.trust_checkpoint else []):
+        state = convert(args.src, use_ema=not args.no_ema)
     os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)
     torch.save({'state_dict': state, 'meta': {'converted_from': osp.basename(args.src),
                                               'converter': 'posmlp2mmposmlp'}}, args.dst)

@@ -27,6 +27,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, convert_official_posmlp_video  # noqa: E402
 from mmposmlp.models.checkpoints import load_state_dict_checked  # noqa: E402
 from mmposmlp.utils.compat import safe_torch_load  # noqa: E402
+from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 
 
 def extract(ckpt):
@@ -64,8 +65,10 @@ def main(argv=None):
     parser.add_argument('src', help='official PosMLP-Video checkpoint (.pyth/.pth)')
     parser.add_argument('dst', help='output path')
     parser.add_argument('--check-arch', default='s', help="arch to verify against, or 'none'")
+    add_trust_argument(parser)
     args = parser.parse_args(argv)
-    src = extract(safe_torch_load(args.src))
+    with trusted_checkpoints([args.src] if args.trust_checkpoint else []):
+        src = extract(safe_torch_load(args.src))
     out = convert(src)
     t = out['backbone.stages.0.blocks.0.temporal.gate_t.token_bias'].numel()
     if args.check_arch != 'none':

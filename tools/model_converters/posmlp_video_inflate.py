@@ -26,6 +26,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, inflate_image_state_dict  # noqa: E402
 from mmposmlp.models.checkpoints import load_checkpoint_file, strip_prefix  # noqa: E402
+from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 
 
 def inflate(state, arch='s', clip_len=16, block_type='PoTGU+PoSGU', parallel_version='v1',
@@ -58,8 +59,11 @@ def main(argv=None):
     parser.add_argument('--gate-type', default='glrpe')
     parser.add_argument('--temporal-init', default='random', choices=['random', 'identity'])
     parser.add_argument('--seed', type=int, default=0)
+    add_trust_argument(parser)
     args = parser.parse_args(argv)
-    out, new_keys = inflate(load_checkpoint_file(args.src), args.arch, args.clip_len, args.block_type,
+    with trusted_checkpoints([args.src] if args.trust_checkpoint else []):
+        src = load_checkpoint_file(args.src)
+    out, new_keys = inflate(src, args.arch, args.clip_len, args.block_type,
                             args.parallel_version, args.gate_type, args.temporal_init, args.seed)
     if osp.dirname(args.dst):
         os.makedirs(osp.dirname(args.dst), exist_ok=True)

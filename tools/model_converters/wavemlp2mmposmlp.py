@@ -15,7 +15,6 @@ The output ``{'state_dict': ..., 'meta': ...}`` has mmpretrain ``ImageClassifier
 import argparse
 import os
 import os.path as osp
-import pickle
 import sys
 
 import torch
@@ -24,25 +23,15 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 from mmposmlp.models.backbones.wave_mlp import convert_official_wavemlp  # noqa: E402
 from mmposmlp.models.checkpoints import extract_state_dict  # noqa: E402
-from mmposmlp.utils.compat import safe_torch_load  # noqa: E402
+from mmposmlp.utils.safe_load import add_trust_argument, load_checkpoint  # noqa: E402
 
 
 def load_official(path, trust_file=False):
-    """Load a timm checkpoint. timm pickles its ``argparse.Namespace`` training args next to
-    the weights, which ``weights_only`` loading refuses; we allow exactly that class."""
+    """Load a timm checkpoint as data (its pickled ``argparse.Namespace`` of training args becomes a dict);
+    ``trust_file`` unpickles it without restrictions."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'{path!r} does not exist')
-    if trust_file:
-        return torch.load(path, map_location='cpu', weights_only=False)
-    try:
-        return safe_torch_load(path)
-    except pickle.UnpicklingError:
-        with torch.serialization.safe_globals([argparse.Namespace]):
-            try:
-                return torch.load(path, map_location='cpu', weights_only=True)
-            except pickle.UnpicklingError as e:
-                raise RuntimeError(f'{path} holds objects that safe loading refuses ({e}); if you '
-                                   'trust the file, rerun with --trust-file') from e
+    return load_checkpoint(path, trusted=True if trust_file else None)
 
 
 def main(argv=None):
@@ -52,11 +41,10 @@ def main(argv=None):
     parser.add_argument('dst', help='output path')
     parser.add_argument('--ema', action='store_true',
                         help='take state_dict_ema when the file has one')
-    parser.add_argument('--trust-file', action='store_true',
-                        help='load with weights_only=False (only for files you trust)')
+    add_trust_argument(parser)
     args = parser.parse_args(argv)
 
-    state = extract_state_dict(load_official(args.src, args.trust_file), prefer_ema=args.ema)
+    state = extract_state_dict(load_official(args.src, args.trust_checkpoint), prefer_ema=args.ema)
     converted = convert_official_wavemlp(state)
     os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)
     torch.save({'state_dict': converted,
