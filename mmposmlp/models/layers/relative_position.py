@@ -150,9 +150,13 @@ class GaussianPositionMixing(_PositionMixing):
     uses_softmax = True
 
     def __init__(self, window: Sequence[int], groups: int, generalized: bool = True,
-                 init_std: float = 1e-2):
+                 init_std: float = 1e-2, symmetric: bool = True, softmax: bool = True):
         super().__init__(window, groups)
         self.generalized = generalized
+        # official ``symmetric=False``: Sigma is the learned matrix itself (not Gamma Gamma^T);
+        # official ``use_softmax=False``: the logits are the mixing weights (masked ones zeroed)
+        self.symmetric = symmetric
+        self.uses_softmax = softmax
         dim = len(self.window)
         self.centers = nn.Parameter(torch.zeros(groups, dim))
         if generalized:
@@ -182,7 +186,7 @@ class GaussianPositionMixing(_PositionMixing):
         quadratic and linear features."""
         dim = self.centers.shape[-1]
         if self.generalized:
-            sigma = self.spreads @ self.spreads.transpose(-1, -2)  # (G, D, D)
+            sigma = self.spreads @ self.spreads.transpose(-1, -2) if self.symmetric else self.spreads  # (G, D, D)
             centers = self.centers
         else:
             sigma = torch.eye(dim, dtype=self.centers.dtype, device=self.centers.device).expand(self.groups, dim, dim)
