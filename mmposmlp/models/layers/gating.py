@@ -105,20 +105,23 @@ class PositionalGatingUnit(nn.Module):
         symmetric: (G)GQPE only: ``Sigma = Gamma Gamma^T`` (default) or ``Sigma`` learned
             freely (official ``symmetric=False``).
         softmax: GQPE only: normalise ``P`` over keys (default; official ``use_softmax``).
+        learn_centers: GQPE only: learn the centres ``Delta`` (default) or keep them at (0, 0)
+            (PosMLP Table 6, "Delta frozen").
     """
 
     def __init__(self, in_channels: int, window: Sequence[int], groups: int = 1,
                  gate_type: str = 'ggqpe', norm_cfg: Optional[dict] = None, split: bool = True,
-                 token_bias: bool = True, symmetric: bool = True, softmax: bool = True):
+                 token_bias: bool = True, symmetric: bool = True, softmax: bool = True,
+                 learn_centers: bool = True):
         super().__init__()
         if gate_type not in GATE_TYPES:
             raise KeyError(f'unknown gate_type {gate_type!r}; choose one of {sorted(GATE_TYPES)}')
         mixing, kwargs = GATE_TYPES[gate_type]
         kwargs = dict(kwargs)
         if mixing == 'gqpe':
-            kwargs.update(symmetric=symmetric, softmax=softmax)
-        elif not (symmetric and softmax):
-            raise ValueError(f'symmetric=False / softmax=False are options of the Gaussian (GQPE) gates; '
+            kwargs.update(symmetric=symmetric, softmax=softmax, learn_centers=learn_centers)
+        elif not (symmetric and softmax and learn_centers):
+            raise ValueError(f'symmetric / softmax / learn_centers=False are options of the Gaussian (GQPE) gates; '
                              f'gate_type={gate_type!r} has neither')
         if split and in_channels % 2:
             raise ValueError(f'a gating unit splits its input in two halves; in_channels={in_channels} is odd')

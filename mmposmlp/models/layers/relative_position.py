@@ -150,7 +150,8 @@ class GaussianPositionMixing(_PositionMixing):
     uses_softmax = True
 
     def __init__(self, window: Sequence[int], groups: int, generalized: bool = True,
-                 init_std: float = 1e-2, symmetric: bool = True, softmax: bool = True):
+                 init_std: float = 1e-2, symmetric: bool = True, softmax: bool = True,
+                 learn_centers: bool = True):
         super().__init__(window, groups)
         self.generalized = generalized
         # official ``symmetric=False``: Sigma is the learned matrix itself (not Gamma Gamma^T);
@@ -158,7 +159,11 @@ class GaussianPositionMixing(_PositionMixing):
         self.symmetric = symmetric
         self.uses_softmax = softmax
         dim = len(self.window)
-        self.centers = nn.Parameter(torch.zeros(groups, dim))
+        self.learn_centers = learn_centers
+        if learn_centers:
+            self.centers = nn.Parameter(torch.zeros(groups, dim))
+        else:  # PosMLP Table 6, "Delta frozen": the centres stay at (0, 0)
+            self.register_buffer('centers', torch.zeros(groups, dim), persistent=False)
         if generalized:
             self.spreads = nn.Parameter(torch.eye(dim).repeat(groups, 1, 1))
         else:
@@ -172,7 +177,8 @@ class GaussianPositionMixing(_PositionMixing):
         self.register_buffer('features', feats.reshape(n * n, -1).float(), persistent=False)
 
     def init_weights(self):
-        nn.init.normal_(self.centers, std=self.init_std)
+        if self.learn_centers:
+            nn.init.normal_(self.centers, std=self.init_std)
         with torch.no_grad():
             if self.generalized:
                 self.spreads.copy_(torch.eye(self.spreads.shape[-1]).repeat(self.groups, 1, 1)
