@@ -146,8 +146,9 @@ def test_posmlp_unknown_official_keys_raise():
 def test_posmlp_init_cfg_converts_with_the_models_options(tmp_path):
     """``init_cfg`` on a raw official file uses the model's own options (here: free Sigma,
     no token bias, LayerNorm stem) and the EMA weights unless told otherwise."""
-    d = _load('posmlp_options_layers.pt')
-    for name in ('qpe_asymmetric', 'qpe_no_absolute_bias', 'ln_stem_bn_downsample_full_conv'):
+    for file, name in (('posmlp_options_layers.pt', 'qpe_asymmetric'), ('posmlp_options_layers.pt',
+                       'qpe_no_absolute_bias'), ('posmlp_options_gates.pt', 'ln_stem_bn_downsample_full_conv')):
+        d = _load(file)
         case = d['cases'][name]
         arch = json.loads(case['arch_json'])
         wrong = {k: v + 1 if v.is_floating_point() else v for k, v in case['state_dict'].items()}

@@ -335,6 +335,22 @@ def convert_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> Dict[str, t
     becomes ``backbone.norm3``) and ``head.fc.*`` (``LinearClsHead``). Official dense-prediction
     keys ``norm0/2/4/6`` (``fork_feat``) map to ``backbone.norm0-3``. Unknown keys raise.
     """
+    # ``network`` interleaves stages and Downsamples; a transition without downsampling
+    # (official ``transitions[i] = False``) removes a Downsample and shifts the later indices, so
+    # each index is classified by its keys (a Downsample holds ``proj``/``norm`` directly)
+    kinds = {}
+    for key in state_dict:
+        m = re.match(r'(?:module\.)?network\.(\d+)\.(.*)', key)
+        if m:
+            kind = 'ds' if m.group(2).startswith(('proj.', 'norm.')) else 'stage'
+            kinds.setdefault(int(m.group(1)), kind)
+    place, stages = {}, 0
+    for idx in sorted(kinds):
+        if kinds[idx] == 'stage':
+            place[idx] = stages
+            stages += 1
+        else:
+            place[idx] = stages - 1  # our downsamples[i - 1] precedes stage i
     out = {}
     for key, value in state_dict.items():
         k = key[7:] if key.startswith('module.') else key
@@ -351,15 +367,14 @@ def convert_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> Dict[str, t
             m = re.match(r'network\.(\d+)\.(.*)', k)
             if m:
                 idx, rest = int(m.group(1)), m.group(2)
-                if idx % 2 == 1:  # Downsample: proj / norm
-                    if rest.startswith(('proj.', 'norm.')):
-                        new = f'backbone.downsamples.{idx // 2}.{rest}'
+                if kinds[idx] == 'ds':  # Downsample: proj / norm
+                    new = f'backbone.downsamples.{place[idx]}.{rest}'
                 else:
                     mb = re.match(r'(\d+)\.(.*)', rest)
                     if mb:
                         for old_p, new_p in _BLOCK_KEYS:
                             if mb.group(2).startswith(old_p):
-                                new = (f'backbone.stages.{idx // 2}.{mb.group(1)}.' + new_p
+                                new = (f'backbone.stages.{place[idx]}.{mb.group(1)}.' + new_p
                                        + mb.group(2)[len(old_p):])
                                 break
         if new is None:
@@ -407,6 +422,9 @@ def official_arch_to_ours(arch: dict) -> dict:
             raise ValueError(f'official {k}={a[k]!r}: our WaveMLP needs 4 stages')
     dims = list(a['embed_dims'])
     transitions = list(a['transitions'] if a['transitions'] is not None else [True] * 4)
+    if a['fork_feat'] and not all(transitions[i] or dims[i] != dims[i + 1] for i in range(3)):
+        raise ValueError('official fork_feat=True with a transition without downsampling normalises the outputs '
+                         'of network[0, 2, 4, 6], which are then not the 4 stages: not supported')
     for i in range(3):
         if not transitions[i] and dims[i] != dims[i + 1]:
             raise ValueError(f'official transitions[{i}]=False with changing channels builds Downsample(patch_size=1),'
