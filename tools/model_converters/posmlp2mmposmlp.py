@@ -7,8 +7,8 @@ The official release evaluates the EMA weights (``state_dict_ema``); they are ta
 present unless ``--no-ema``. Models built with the official QPE options ``symmetric=False`` or
 ``absolute_bias=False`` need ``--official-arch '{"symmetric": false, ...}'`` (the official
 constructor kwargs, JSON; build our model with ``official_arch_to_ours`` of the same dict):
-their weights look like the defaults' but mean something else. The output is an mmpretrain ``ImageClassifier`` checkpoint
-(``backbone.*``, ``head.fc.*``) that ``configs/posmlp/posmlp-*_in1k.py`` loads with zero
+their weights look like the defaults' but mean something else. The output is an mmpretrain
+``ImageClassifier`` checkpoint (``backbone.*``, ``head.fc.*``) that ``configs/posmlp/posmlp-*_in1k.py`` loads with zero
 missing/unexpected keys; detection/segmentation configs load its ``backbone.`` part.
 """
 import argparse

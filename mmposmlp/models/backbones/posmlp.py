@@ -432,7 +432,8 @@ def model_convert_kwargs(model: nn.Module) -> dict:
     return dict(symmetric=symmetric.pop(), absolute_bias=bias.pop())
 
 
-def _maybe_convert_official(state: Dict[str, torch.Tensor], model: Optional[nn.Module] = None) -> Dict[str, torch.Tensor]:
+def _maybe_convert_official(state: Dict[str, torch.Tensor],
+                            model: Optional[nn.Module] = None) -> Dict[str, torch.Tensor]:
     """Accept official checkpoints directly in ``init_cfg`` (converted on the fly, with the
     options of ``model``)."""
     if any(k.startswith('levels.') for k in state):
