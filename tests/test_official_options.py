@@ -276,3 +276,24 @@ def test_pcpvt_unsupported_official_options_are_refused(option, value, words):
     from mmposmlp.models.backbones.pvt_peg import official_arch_to_ours
     with pytest.raises(ValueError, match=words):
         official_arch_to_ours({option: value})
+
+
+def test_posmlp_cli_official_arch(tmp_path, repo_root, monkeypatch):
+    """posmlp2mmposmlp.py --official-arch converts a checkpoint trained with symmetric=False exactly."""
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location(
+        'posmlp2mmposmlp', os.path.join(repo_root, 'tools/model_converters/posmlp2mmposmlp.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    d = _load('posmlp_options_layers.pt')
+    case = d['cases']['qpe_asymmetric']
+    src, dst = tmp_path / 'official.pth.tar', tmp_path / 'ours.pth'
+    torch.save({'state_dict_ema': case['state_dict'], 'epoch': 1}, src)
+    monkeypatch.setattr(sys, 'argv', ['posmlp2mmposmlp.py', str(src), str(dst), '--official-arch', case['arch_json']])
+    tool.main()
+    out = torch.load(dst, weights_only=True)['state_dict']
+    ref = convert_official_posmlp(case['state_dict'], **official_convert_kwargs(json.loads(case['arch_json'])))
+    assert all(torch.equal(out['backbone.' + k] if not k.startswith('head.') else out['head.fc.' + k[5:]], v)
+               for k, v in ref.items())
+    assert len(out) == len(ref)
