@@ -297,3 +297,29 @@ def test_posmlp_cli_official_arch(tmp_path, repo_root, monkeypatch):
     assert all(torch.equal(out['backbone.' + k] if not k.startswith('head.') else out['head.fc.' + k[5:]], v)
                for k, v in ref.items())
     assert len(out) == len(ref)
+
+
+# ---------------------------------------------------------------------- ablation switches used by paper_tables/
+def test_frozen_gqpe_centres_equal_zero_centres():
+    from mmposmlp.models.layers.gating import PositionalGatingUnit
+    frozen = PositionalGatingUnit(16, (5, 5), 2, 'ggqpe', learn_centers=False)
+    free = PositionalGatingUnit(16, (5, 5), 2, 'ggqpe')
+    assert 'mixing.centers' not in dict(frozen.named_parameters()) and 'mixing.centers' not in frozen.state_dict()
+    frozen.init_weights()
+    free.load_state_dict({**frozen.state_dict(), 'mixing.centers': torch.zeros(2, 2)})
+    x = torch.randn(2, 3, 25, 16)
+    assert torch.equal(frozen(x), free(x))
+    with pytest.raises(ValueError, match='GQPE'):
+        PositionalGatingUnit(16, (5, 5), 2, 'glrpe', learn_centers=False)
+
+
+@pytest.mark.parametrize('mode', ['none', 'static', 'identity'])
+def test_wavemlp_phase_ablation_modes(mode):
+    from mmposmlp.models.layers.patm import PATM, PhaseEstimation
+    x = torch.randn(2, 8, 6, 7)
+    theta = PhaseEstimation(8, mode)(x)
+    expected = {'none': torch.zeros_like(x), 'identity': x, 'static': torch.zeros_like(x)}[mode]
+    assert torch.equal(theta, expected)
+    patm = PATM(8, phase_mode=mode).eval()
+    assert not any('phase_h.conv' in k for k in patm.state_dict())
+    assert patm(x).shape == x.shape
