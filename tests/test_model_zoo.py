@@ -2,6 +2,7 @@
 import glob
 import os
 
+import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,3 +33,50 @@ def test_model_index_metafiles_and_configs():
                    for p in glob.glob(os.path.join(ROOT, family_dir, '*.py'))}
         missing = sorted(shipped - listed)
         assert not missing, f'configs not listed in {meta_path}: {missing}'
+
+
+def _paper_table_configs():
+    pattern = os.path.join(ROOT, 'configs', '*', 'paper_tables', '*.py')
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(pattern))
+
+
+def test_paper_table_configs_listed_in_family_readme():
+    """Every config of a paper-table row (configs/<family>/paper_tables/) is linked from its family README,
+    in a table row that names the paper table (``T<n>``)."""
+    configs = _paper_table_configs()
+    assert configs
+    for cfg in configs:
+        family = cfg.split(os.sep)[1]
+        with open(os.path.join(ROOT, 'configs', family, 'README.md')) as f:
+            rows = [line for line in f if f'(paper_tables/{os.path.basename(cfg)})' in line]
+        assert any(line.startswith('| T') for line in rows), f'{cfg} has no table row in configs/{family}/README.md'
+
+
+@pytest.mark.slow
+def test_paper_table_configs_parse():
+    """Every paper-table config loads with its bases and builds on an mmposmlp backbone option that exists."""
+    from mmengine.config import Config
+    for cfg in _paper_table_configs():
+        c = Config.fromfile(os.path.join(ROOT, cfg))
+        assert str(c.model.backbone.type).startswith('mmposmlp.'), cfg
+
+
+@pytest.mark.slow
+def test_paper_table_classifier_params_match_readme():
+    """The params printed in the README rows are what the configs build (classification rows)."""
+    import re
+
+    from mmengine.config import Config
+
+    from mmposmlp.testing import build_model_from_cfg
+    for cfg in _paper_table_configs():
+        if 'in1k' not in cfg:
+            continue
+        family = cfg.split(os.sep)[1]
+        with open(os.path.join(ROOT, 'configs', family, 'README.md')) as f:
+            link = f'(paper_tables/{os.path.basename(cfg)})'
+            row = next(line for line in f if link in line and line.startswith('| T'))
+        model, _ = build_model_from_cfg(Config.fromfile(os.path.join(ROOT, cfg)))
+        params = sum(p.numel() for p in model.parameters()) / 1e6
+        printed = [float(x) for x in re.findall(r'(\d+\.\d\d)M', row)]
+        assert any(abs(params - p) < 0.006 for p in printed), (cfg, params, printed)

@@ -311,7 +311,7 @@ def test_converter_cli_timm_checkpoint(tmp_path):
     torch.save({'epoch': 3, 'arch': 'WaveMLP_S', 'args': argparse.Namespace(lr=1e-3),
                 'state_dict': d['state_dict'], 'state_dict_ema': ema}, src)
     for use_ema in (False, True):
-        main([str(src), str(dst)] + (['--ema'] if use_ema else []))
+        main([str(src), str(dst)] + ([] if use_ema else ['--no-ema']))
         out = torch.load(dst, weights_only=True)
         ref = convert_official_wavemlp(ema if use_ema else d['state_dict'])
         assert out['state_dict'].keys() == ref.keys()

@@ -164,9 +164,12 @@ def _to_unit(v, unit):
 def input_shape_for(cfg_path: str, scope: str):
     shape = INPUTS.get(scope, (1, 3, 224, 224))
     if scope == 'mmaction':
-        m = re.search(r'(\d+)x\d+x\d+', osp.basename(cfg_path))
+        m = re.search(r'(\d+)x\d+x\d+', osp.basename(cfg_path)) or re.search(r'-u(\d+)-', osp.basename(cfg_path))
         t = int(m.group(1)) if m else 16
         shape = (1, 3, t, 224, 224)
+    m = re.search(r'-(\d+)px', osp.basename(cfg_path))  # e.g. posmlp-t_8xb120_in1k-384px.py
+    if m and scope == 'mmpretrain':
+        shape = (1, 3, int(m.group(1)), int(m.group(1)))
     return shape
 
 

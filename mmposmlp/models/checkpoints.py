@@ -11,37 +11,58 @@ from mmengine.logging import MMLogger, print_log
 
 from mmposmlp.utils.compat import safe_torch_load
 
-STATE_DICT_KEYS = ('state_dict_ema', 'model_ema', 'state_dict', 'model', 'model_state', 'module')
+#: (weights key, EMA weights key) of the checkpoint wrappers the official training scripts write:
+#: timm ``CheckpointSaver`` (PosMLP, Wave-MLP: ``state_dict`` / ``state_dict_ema``), DeiT-style
+#: (Twins: ``model`` / ``model_ema``), SlowFast (PosMLP-Video: ``model_state``), mmengine and
+#: mmdet / mmseg 2.x (``state_dict``; mmengine's EMAHook already swaps the EMA weights in), and
+#: a plain ``{'module': ...}``.
+WRAPPERS = (('state_dict', 'state_dict_ema'), ('model', 'model_ema'), ('model_state', None), ('module', None))
+STATE_DICT_KEYS = tuple(k for pair in WRAPPERS for k in pair if k)
 
 
 class CheckpointMismatchError(RuntimeError):
     """Raised when a checkpoint does not contain the weights a model needs."""
 
 
-def extract_state_dict(ckpt, prefer_ema: bool = False) -> Dict[str, torch.Tensor]:
-    """Unwrap ``{'state_dict': ...}``, timm's ``state_dict_ema``, DeiT's ``model``, SlowFast's
-    ``model_state``, etc.
+def _is_state_dict(obj) -> bool:
+    return isinstance(obj, dict) and bool(obj) and all(isinstance(v, torch.Tensor) for v in obj.values())
 
-    ``prefer_ema`` picks the EMA weights when both are present (the official PosMLP
-    release evaluates the EMA model).
+
+def extract_state_dict(ckpt, prefer_ema: bool = True, source: str = 'checkpoint') -> Dict[str, torch.Tensor]:
+    """The weights of a loaded checkpoint: a bare state dict, or the state dict inside one of
+    :data:`WRAPPERS`.
+
+    ``prefer_ema`` (default) takes the EMA weights when the file holds both (the official PosMLP
+    and Twins evaluations use them); ``prefer_ema=False`` takes the trained weights. Which one was
+    taken is logged. A DDP ``module.`` prefix is removed by :func:`load_checkpoint_file`.
     """
     if not isinstance(ckpt, dict):
-        raise CheckpointMismatchError(f'expected a dict checkpoint, got {type(ckpt).__name__}')
-    keys = STATE_DICT_KEYS if prefer_ema else ('state_dict', 'model', 'model_state', 'module', 'state_dict_ema',
-                                               'model_ema')
-    for k in keys:
-        if k in ckpt and isinstance(ckpt[k], dict):
-            return dict(ckpt[k])
-    if all(isinstance(v, torch.Tensor) for v in ckpt.values()):
+        raise CheckpointMismatchError(f'{source}: expected a dict checkpoint, got {type(ckpt).__name__}')
+    for plain, ema in WRAPPERS:
+        if plain not in ckpt and (ema is None or ema not in ckpt):
+            continue
+        use_ema = ema is not None and _is_state_dict(ckpt.get(ema)) and (prefer_ema or not _is_state_dict(
+            ckpt.get(plain)))
+        key = ema if use_ema else plain
+        if not _is_state_dict(ckpt.get(key)):
+            raise CheckpointMismatchError(f'{source}: its {key!r} entry is not a state dict (a dict of tensors)')
+        other = plain if use_ema else ema
+        if other is not None and other in ckpt:
+            print_log(f'{source}: using {key!r} ({"EMA" if use_ema else "trained"} weights) over {other!r}; '
+                      f'prefer_ema={not use_ema} would take the other', logger='current')
+        return dict(ckpt[key])
+    if _is_state_dict(ckpt):
         return dict(ckpt)
-    raise CheckpointMismatchError(f'no state dict found in checkpoint (top-level keys: {sorted(ckpt)[:10]})')
+    raise CheckpointMismatchError(f'{source}: no state dict found (top-level keys: {sorted(ckpt)[:10]}); expected '
+                                  f'a dict of tensors or one under {list(STATE_DICT_KEYS)}')
 
 
-def load_checkpoint_file(path: str, prefer_ema: bool = False) -> Dict[str, torch.Tensor]:
+def load_checkpoint_file(path: str, prefer_ema: bool = True) -> Dict[str, torch.Tensor]:
+    """Read ``path`` and return its weights (:func:`extract_state_dict`), ``module.`` (DDP) removed."""
     if not osp.isfile(path):
         from mmposmlp.utils.pretrained import how_to_make
         raise FileNotFoundError(f'checkpoint {path} does not exist: {how_to_make(path)}.')
-    state = extract_state_dict(safe_torch_load(path), prefer_ema=prefer_ema)
+    state = extract_state_dict(safe_torch_load(path), prefer_ema=prefer_ema, source=path)
     return {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
 
 
@@ -107,7 +128,7 @@ def load_state_dict_checked(module: torch.nn.Module,
 def load_pretrained(module: torch.nn.Module, checkpoint: str, prefix: Optional[str] = None,
                     converter: Optional[Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]] = None,
                     allowed_missing: Iterable[str] = (), allowed_unexpected: Iterable[str] = ('*',),
-                    prefer_ema: bool = False, logger=None):
+                    prefer_ema: bool = True, logger=None):
     """Load ``checkpoint`` (path) into ``module`` with prefix stripping and an optional
     official->ours ``converter``; raises :class:`CheckpointMismatchError` on missing keys."""
     state = strip_prefix(load_checkpoint_file(checkpoint, prefer_ema=prefer_ema), prefix)

@@ -18,9 +18,18 @@ configs load it with ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='
 Note: mmpretrain's PCPVT pads non-divisible inputs ('corner' padding, ceil sizes) and uses
 LN eps 1e-6 in the spatial-reduction norm; ``PVTPEG`` follows the official model (floor, 1e-5).
 Converted mmpretrain weights therefore give identical outputs only at divisible input sizes
-and with ``embed_norm_cfg`` set to the source model's eps (see configs/cpvt/README.md).
+and with ``sr_norm_cfg=dict(type='LN', eps=1e-6)`` (the source model's spatial-reduction eps;
+see configs/cpvt/README.md).
+
+Wrappers: timm/DeiT/mmengine/mmdet/mmseg files (``state_dict``/``state_dict_ema``, ``model``/
+``model_ema``, DDP ``module.``); the EMA weights are taken when present unless ``--no-ema``.
+Whole detector/segmentor files: their ``backbone.*`` is converted; every other key (e.g.
+``neck.*``, ``decode_head.*``, a ``cls_token``, the segmentation backbone's ``norm_list.*``)
+must be dropped explicitly with ``--ignore-keys PATTERN ...`` (fnmatch), else the script fails
+listing them.
 """
 import argparse
+import fnmatch
 import os
 import os.path as osp
 import sys
@@ -36,17 +45,22 @@ from mmposmlp.models.checkpoints import load_checkpoint_file, strip_prefix  # no
 from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 
 
-def convert(state):
-    """Whole-classifier conversion: returns (state_dict, layout)."""
+def convert(state, ignore_keys=()):
+    """Whole-classifier conversion: returns (state_dict, layout). Keys outside the backbone and
+    the classifier head raise unless they match ``ignore_keys``."""
+    head_src = {k: v for k, v in state.items() if k.startswith('head.')}
     if any(k.startswith('backbone.') for k in state):
         backbone_src = strip_prefix(state, 'backbone.')
-        head_src = {k: v for k, v in state.items() if k.startswith('head.')}
+        rest = [k for k in state if not k.startswith(('backbone.', 'head.'))
+                and not any(fnmatch.fnmatchcase(k, p) for p in ignore_keys)]
+        if rest:
+            raise KeyError(f'{len(rest)} keys are neither backbone.* nor head.*: {rest[:10]}; drop them explicitly '
+                           'with --ignore-keys (e.g. "neck.*" "decode_head.*") if that is intended')
     else:
         backbone_src = {k: v for k, v in state.items() if not k.startswith('head.')}
-        head_src = {k: v for k, v in state.items() if k.startswith('head.')}
     layout = detect_pcpvt_layout(backbone_src)
     out = OrderedDict()
-    for k, v in convert_pcpvt(backbone_src).items():
+    for k, v in convert_pcpvt(backbone_src, ignore_keys).items():
         out['backbone.' + k] = v
     for k, v in convert_pcpvt_head(head_src).items():
         out['head.' + k] = v
@@ -70,11 +84,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('src', help='official Twins/timm or mmpretrain PCPVT checkpoint')
     parser.add_argument('dst', help='output path')
+    parser.add_argument('--no-ema', action='store_true', help='take the trained weights, not the EMA ones')
+    parser.add_argument('--ignore-keys', nargs='+', default=(), metavar='PATTERN',
+                        help='fnmatch patterns of source keys to drop on purpose (they are listed)')
     add_trust_argument(parser)
     args = parser.parse_args(argv)
     with trusted_checkpoints([args.src] if args.trust_checkpoint else []):
-        state = load_checkpoint_file(args.src)
-    out, layout = convert(state)
+        state = load_checkpoint_file(args.src, prefer_ema=not args.no_ema)
+    out, layout = convert(state, tuple(args.ignore_keys))
     dirname = osp.dirname(args.dst)
     if dirname:
         os.makedirs(dirname, exist_ok=True)

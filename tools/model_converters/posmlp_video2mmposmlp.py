@@ -25,17 +25,16 @@ import torch
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, convert_official_posmlp_video  # noqa: E402
-from mmposmlp.models.checkpoints import load_state_dict_checked  # noqa: E402
+from mmposmlp.models.checkpoints import extract_state_dict, load_state_dict_checked  # noqa: E402
 from mmposmlp.utils.compat import safe_torch_load  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 
 
-def extract(ckpt):
-    for key in ('model_state', 'state_dict', 'model'):
-        if isinstance(ckpt, dict) and isinstance(ckpt.get(key), dict):
-            ckpt = ckpt[key]
-            break
-    return {k[7:] if k.startswith('module.') else k: v for k, v in ckpt.items()}
+def extract(ckpt, prefer_ema: bool = True):
+    """The weights of a SlowFast (``model_state``), timm/DeiT/mmengine or bare checkpoint, EMA
+    weights first when present (``prefer_ema``), DDP ``module.`` removed."""
+    state = extract_state_dict(ckpt, prefer_ema=prefer_ema)
+    return {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
 
 
 def convert(state):
@@ -65,10 +64,12 @@ def main(argv=None):
     parser.add_argument('src', help='official PosMLP-Video checkpoint (.pyth/.pth)')
     parser.add_argument('dst', help='output path')
     parser.add_argument('--check-arch', default='s', help="arch to verify against, or 'none'")
+    parser.add_argument('--no-ema', action='store_true',
+                        help='take the trained weights when the file also holds EMA ones')
     add_trust_argument(parser)
     args = parser.parse_args(argv)
     with trusted_checkpoints([args.src] if args.trust_checkpoint else []):
-        src = extract(safe_torch_load(args.src))
+        src = extract(safe_torch_load(args.src), prefer_ema=not args.no_ema)
     out = convert(src)
     t = out['backbone.stages.0.blocks.0.temporal.gate_t.token_bias'].numel()
     if args.check_arch != 'none':

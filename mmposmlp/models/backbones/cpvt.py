@@ -198,7 +198,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
 
     def init_weights(self):
         if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None))
+            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
+                            prefer_ema=self.init_cfg.get('prefer_ema', True))
             return
         super().init_weights()
         if self.init_cfg is None:

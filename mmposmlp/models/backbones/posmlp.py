@@ -1,5 +1,6 @@
 """PosMLP image backbone (Wang et al., ACM MM 2022, https://arxiv.org/abs/2207.07284)."""
 import copy
+import functools
 from typing import Dict, Optional, Sequence, Union
 
 import torch
@@ -13,14 +14,17 @@ from mmposmlp.registry import MODELS
 from ..checkpoints import load_pretrained
 from .base import ChannelsLastStagesMixin
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
+from ..layers.norms import channels_first_norm_cfg
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
 
 
 class ConvPatchEmbed(nn.Sequential):
     """ConvPE (paper Sec. 4.2, Fig. 2b): conv3x3/s2 -> conv3x3/s2 -> conv1x1, each + norm,
-    GELU after the first two. ``H x W x 3`` -> ``ceil(H/4) x ceil(W/4) x C``."""
+    GELU after the first two. ``H x W x 3`` -> ``ceil(H/4) x ceil(W/4) x C``. A ``LN`` norm
+    normalises over channels (official ``stem_norm='LN'``)."""
 
     def __init__(self, in_channels: int, embed_dims: int, norm_cfg: dict, act_cfg: dict):
+        norm_cfg = channels_first_norm_cfg(norm_cfg)
         specs = [(in_channels, embed_dims // 2, 3, 2, 1, act_cfg),
                  (embed_dims // 2, embed_dims, 3, 2, 1, act_cfg),
                  (embed_dims, embed_dims, 1, 1, 0, None)]
@@ -35,18 +39,24 @@ class ConvPatchMerging(nn.Module):
 
     Channels-last ``(B, H, W, C)`` in and out: the conv then runs on channels-last memory
     (several times faster on CPU for this depthwise conv) and the norm needs no permute copy.
+    ``depthwise=False`` uses a full conv (official ``depth_conv=False``); a BatchNorm
+    ``norm_cfg`` (official ``downsample_norm='BN'``) normalises the NCHW map.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, norm_cfg: dict):
+    def __init__(self, in_channels: int, out_channels: int, norm_cfg: dict, depthwise: bool = True):
         super().__init__()
-        if out_channels % in_channels:
+        if depthwise and out_channels % in_channels:
             raise ValueError(f'ConvPM is a depthwise conv (groups=in_channels): out_channels={out_channels} '
                              f'must be a multiple of in_channels={in_channels}; fix embed_dims in the arch')
-        self.conv = nn.Conv2d(in_channels, out_channels, 3, stride=2, padding=1, groups=in_channels)
+        self.conv = nn.Conv2d(in_channels, out_channels, 3, stride=2, padding=1,
+                              groups=in_channels if depthwise else 1)
         self.norm = build_norm_layer(norm_cfg, out_channels)[1]
+        self.channels_first_norm = isinstance(self.norm, nn.modules.batchnorm._BatchNorm)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, H, W, C) -> (B, H', W', C')
         x = self.conv(x.permute(0, 3, 1, 2))
+        if self.channels_first_norm:
+            return self.norm(x).permute(0, 2, 3, 1)
         return self.norm(x.permute(0, 2, 3, 1))
 
 
@@ -66,7 +76,7 @@ class PosMLPBlock(nn.Module):
         self.fc1 = nn.Linear(embed_dims, hidden)
         self.act = build_activation_layer(act_cfg)
         self.gate = PositionalGatingUnit(hidden, window, groups, gate_type, **(gate_cfg or {}))
-        self.fc2 = nn.Linear(hidden // 2, embed_dims)
+        self.fc2 = nn.Linear(self.gate.out_channels, embed_dims)
         self.drop = nn.Dropout(drop_rate)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
@@ -81,12 +91,14 @@ class PosMLPStage(nn.Module):
     out (the output may be a cropped view)."""
 
     def __init__(self, in_channels: int, embed_dims: int, depth: int, window, shift_size,
-                 downsample: bool, block_kwargs: Sequence[dict], norm_cfg: dict, with_cp: bool = False):
+                 downsample: bool, block_kwargs: Sequence[dict], norm_cfg: dict, with_cp: bool = False,
+                 downsample_depthwise: bool = True):
         super().__init__()
         self.window = window
         self.shift_size = shift_size
         self.with_cp = with_cp
-        self.downsample = ConvPatchMerging(in_channels, embed_dims, norm_cfg) if downsample else None
+        self.downsample = ConvPatchMerging(in_channels, embed_dims, norm_cfg, downsample_depthwise) \
+            if downsample else None
         self.blocks = nn.ModuleList([PosMLPBlock(embed_dims=embed_dims, window=window, **kw)
                                      for kw in block_kwargs])
 
@@ -149,6 +161,15 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             convention), kept frozen in ``train()``.
         norm_eval: keep BatchNorm layers (the stem's) in eval mode during training.
         with_cp: gradient checkpointing of every block.
+        stem_norm_cfg: the stem's norms (BN, official; ``LN`` = LayerNorm over channels).
+        norm_cfg: block, ConvPM and output norms.
+        downsample_norm_cfg: ConvPM's norm (default ``norm_cfg``; ``BN`` = official
+            ``downsample_norm='BN'``).
+        downsample_depthwise: ConvPM's conv is depthwise (official ``depth_conv``).
+        gate_cfg: extra :class:`PositionalGatingUnit` options (``split``, ``token_bias``,
+            ``symmetric``, ``softmax``, ``norm_cfg``).
+        ape_size: ``(h, w)`` of a learned absolute position embedding added after the stem
+            (official ``ape=True``: 56 x 56; PosMLP Table 9), resized bicubically to other maps.
 
     Output contract: a tuple with one NCHW tensor per ``out_indices`` entry, stage ``i`` at
     stride ``2**(i+2)`` and spatial size ``ceil(H / 2**(i+2))``; any input size works
@@ -181,6 +202,9 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  act_cfg: dict = dict(type='GELU'),
                  gate_cfg: Optional[dict] = None,
+                 downsample_norm_cfg: Optional[dict] = None,
+                 downsample_depthwise: bool = True,
+                 ape_size: Optional[Sequence[int]] = None,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[Union[dict, list]] = None):
         if pretrained is not None:  # mmseg pushes a segmentor-level `pretrained` here
@@ -205,6 +229,9 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
         self.embed_dims = list(s['embed_dims'])
 
         self.patch_embed = ConvPatchEmbed(in_channels, s['embed_dims'][0], stem_norm_cfg, act_cfg)
+        self.absolute_pos_embed = None
+        if ape_size is not None:
+            self.absolute_pos_embed = nn.Parameter(torch.zeros(1, s['embed_dims'][0], *to_tuple(ape_size, 2)))
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
         self.stages = nn.ModuleList()
         cursor = 0
@@ -220,7 +247,8 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             self.stages.append(PosMLPStage(
                 s['embed_dims'][i - 1] if i else s['embed_dims'][0], s['embed_dims'][i], s['depths'][i],
                 window, tuple(w // 2 for w in window), downsample=i > 0, block_kwargs=block_kwargs,
-                norm_cfg=norm_cfg, with_cp=with_cp))
+                norm_cfg=downsample_norm_cfg or norm_cfg, with_cp=with_cp,
+                downsample_depthwise=downsample_depthwise))
         self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
         self._freeze_stages()
 
@@ -252,7 +280,8 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             self._init_default()
             allowed = self._new_output_norm_keys()
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                            converter=_maybe_convert_official, allowed_missing=allowed)
+                            converter=functools.partial(_maybe_convert_official, model=self),
+                            allowed_missing=allowed, prefer_ema=self.init_cfg.get('prefer_ema', True))
             self._is_init = True
             return
         super().init_weights()
@@ -261,6 +290,19 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
 
     def _init_default(self):
         init_gated_mlp_weights(self)
+        if self.absolute_pos_embed is not None:
+            from mmengine.model.weight_init import trunc_normal_
+            trunc_normal_(self.absolute_pos_embed, std=0.02)
+
+    def _frozen_parameters(self):
+        return [self.absolute_pos_embed] if self.absolute_pos_embed is not None else []
+
+    def _add_absolute_pos_embed(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (B, H, W, C) + the APE, resized to (H, W) when the map differs."""
+        pos = self.absolute_pos_embed
+        if tuple(pos.shape[2:]) != tuple(x.shape[1:3]):
+            pos = nn.functional.interpolate(pos, size=tuple(x.shape[1:3]), mode='bicubic', align_corners=False)
+        return x + pos.permute(0, 2, 3, 1)
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor):
@@ -272,6 +314,8 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
         # channels-last memory from the stem on: its convs and ConvPM's depthwise convs are
         # much faster that way on CPU, and the stages' channels-last views need no copies
         x = self.patch_embed(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
+        if self.absolute_pos_embed is not None:
+            x = self._add_absolute_pos_embed(x)
         outs = []
         for i, stage in enumerate(self.stages):
             x = stage(x)  # (B, H, W, C)
@@ -281,73 +325,227 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
 
 
 # ---------------------------------------------------------------------- official checkpoints
-def convert_official_posmlp(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+def _axes_to_ours(value: torch.Tensor, both_sides: bool) -> torch.Tensor:
+    """Official GQPE coordinates ``(dx, -dy)`` -> ours ``(dy, dx)``: ``D v`` (rows) and, for a
+    free (non-symmetric) ``Sigma``, ``D Sigma D^T`` (rows and columns), ``D = [[0, -1], [1, 0]]``."""
+    value = torch.stack([-value[:, 1], value[:, 0]], dim=1)
+    if both_sides:
+        value = torch.stack([-value[..., 1], value[..., 0]], dim=-1)
+    return value
+
+
+def convert_official_posmlp(state: Dict[str, torch.Tensor], symmetric: bool = True,
+                            absolute_bias: bool = True) -> Dict[str, torch.Tensor]:
     """Official ``Zhicaiwww/PosMLP`` keys -> ours (backbone keys; ``head.*`` kept as is).
 
-    * ``patch_embed.projs.i``/``norms.i`` -> ``patch_embed.i.conv``/``.bn``;
+    * ``patch_embed.projs.i``/``norms.i`` -> ``patch_embed.i.conv``/``.bn`` (``.ln`` for the
+      LayerNorm stem, recognised by its missing running statistics);
       ``levels.i.pool`` -> ``stages.i.downsample``; ``levels.i.encoder.j`` -> ``stages.i.blocks.j``;
-      ``proj_c_e``/``proj_c_s`` -> ``fc1``/``fc2``; final ``norm`` -> ``norm3``.
+      ``proj_c_e``/``proj_c_s`` -> ``fc1``/``fc2``; final ``norm`` -> ``norm{last}``;
+      ``absolute_pos_embed`` (1, 3136, C), read by the official code as ``reshape(1, -1, 56, 56)``,
+      -> (1, C, 56, 56) in the same memory order.
     * GQPE: the official offsets are ``(dx, dy) = (x_n - x_m, y_m - y_n)``; ours are
       ``(dy', dx') = (y_n - y_m, x_n - x_m)``. With ``D = [[0, -1], [1, 0]]`` (swap axes, flip y)
       the centres map to ``D c`` and ``Gamma`` to ``D Gamma``, so ``Sigma -> D Sigma D^T``: exact.
-    * ``token_proj_n_bias`` (1, N, 1) -> ``token_bias`` (N,); the constant buffers
+      ``symmetric=False`` (official option: ``Sigma`` is the parameter itself) maps it to
+      ``D Sigma D^T`` directly.
+    * ``token_proj_n_bias`` (1, N, 1) -> ``token_bias`` (N,), except with ``absolute_bias=False``
+      (official QPE option: the bias exists but is never added), where it is dropped;
+      ``token_proj_n_weight`` (1, N, N) -> ``token_weight`` for LRPE-M (``quadratic=False,
+      pos_only=False``); next to a QPE (``quadratic=True, pos_only=False``) the official forward
+      never reads it, and it is dropped. The SGU gate unit's ``norm_list.0`` / ``proj_list.0``
+      -> ``gate.norm`` / ``gate.mixing.weight`` + ``gate.token_bias``. The constant buffers
       (``rel_indices``, ``window_relative_position_index``) are dropped (we rebuild them).
+    * Any other key raises.
     """
     out = {}
     last = max((int(k.split('.')[1]) for k in state if k.startswith('levels.')), default=3)
+    ln_stem = 'patch_embed.norms.0.weight' in state and 'patch_embed.norms.0.running_mean' not in state
+    qpe_units = {k.rsplit('.pos.', 1)[0] for k in state if k.endswith('.pos.attention_centers')}
     for key, value in state.items():
         if key.endswith(('rel_indices', 'window_relative_position_index')):
             continue
-        new = key
+        new = None
         if key.startswith('patch_embed.projs.'):
-            new = key.replace('patch_embed.projs.', 'patch_embed.').replace('.weight', '.conv.weight') \
-                .replace('.bias', '.conv.bias')
+            i, rest = key[len('patch_embed.projs.'):].split('.', 1)
+            new = f'patch_embed.{i}.conv.{rest}'
         elif key.startswith('patch_embed.norms.'):
             i, rest = key[len('patch_embed.norms.'):].split('.', 1)
-            new = f'patch_embed.{i}.bn.{rest}'
+            new = f'patch_embed.{i}.{"ln" if ln_stem else "bn"}.{rest}'
+        elif key == 'absolute_pos_embed':
+            new, value = key, value.reshape(1, -1, 56, 56)
         elif key.startswith('levels.'):
             new = key.replace('levels.', 'stages.', 1).replace('.pool.', '.downsample.') \
-                .replace('.encoder.', '.blocks.').replace('.proj_c_e.', '.fc1.').replace('.proj_c_s.', '.fc2.') \
-                .replace('.gate_unit.pos.', '.gate.mixing.')
-            if new.endswith('.gate.mixing.token_proj_n_bias'):
-                new = new.replace('.gate.mixing.token_proj_n_bias', '.gate.token_bias')
-                value = value.reshape(-1)
-            elif new.endswith('.gate.mixing.token_proj_n_weight'):
-                new = new.replace('token_proj_n_weight', 'token_weight')
+                .replace('.encoder.', '.blocks.').replace('.proj_c_e.', '.fc1.').replace('.proj_c_s.', '.fc2.')
+            unit = key.split('.gate_unit.', 1)[0] + '.gate_unit' if '.gate_unit.' in key else None
+            leaf = key.rsplit('.', 1)[1]
+            if unit is None:
+                pass
+            elif '.gate_unit.pos.' in key:
+                head = new.split('.gate_unit.', 1)[0] + '.gate.'
+                if leaf == 'token_proj_n_bias':
+                    if unit in qpe_units and not absolute_bias:
+                        continue  # official absolute_bias=False: created, never added
+                    new, value = head + 'token_bias', value.reshape(-1)
+                elif leaf == 'window_relative_position_bias_table':
+                    new = head + 'mixing.relative_position_table'
+                elif leaf == 'attention_centers':
+                    new, value = head + 'mixing.centers', _axes_to_ours(value, False)
+                elif leaf == 'attention_spreads':
+                    new = head + 'mixing.spreads'
+                    if value.dim() == 3:
+                        value = _axes_to_ours(value, not symmetric)
+                else:
+                    new = None
+            elif key == unit + '.token_proj_n_weight':
+                if unit in qpe_units:
+                    continue  # quadratic=True, pos_only=False: the official forward never reads it
+                new = new.split('.gate_unit.', 1)[0] + '.gate.mixing.token_weight'
                 value = value.reshape(value.shape[-2], value.shape[-1])
-            elif new.endswith('window_relative_position_bias_table'):
-                new = new.replace('window_relative_position_bias_table', 'relative_position_table')
-            elif new.endswith('attention_centers'):
-                new = new.replace('attention_centers', 'centers')
-                value = torch.stack([-value[:, 1], value[:, 0]], dim=1)
-            elif new.endswith('attention_spreads'):
-                new = new.replace('attention_spreads', 'spreads')
-                if value.dim() == 3:
-                    value = torch.stack([-value[:, 1], value[:, 0]], dim=1)
+            elif key.startswith(unit + '.proj_list.0.') or key.startswith(unit + '.norm_list.0.'):
+                head = new.split('.gate_unit.', 1)[0] + '.gate.'
+                if '.norm_list.0.' in key:
+                    new = head + 'norm.' + leaf
+                else:
+                    new = head + ('mixing.weight' if leaf == 'weight' else 'token_bias')
+            else:
+                new = None
         elif key.startswith('norm.'):
             new = f'norm{last}.' + key[len('norm.'):]
+        elif key.startswith('head.'):
+            new = key
+        if new is None:
+            raise KeyError(f'unexpected key {key!r} in an official PosMLP checkpoint (not a key of the official '
+                           'PosMLP model with PoSGU/SGU gates): is it a PosMLP (models/posmlp.py) state dict?')
         out[new] = value
     return out
 
 
-def _maybe_convert_official(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Accept official checkpoints directly in ``init_cfg`` (converted on the fly)."""
+def model_convert_kwargs(model: nn.Module) -> dict:
+    """The :func:`convert_official_posmlp` options implied by one of our models."""
+    units = [m for m in model.modules() if isinstance(m, PositionalGatingUnit)]
+    symmetric = {getattr(u.mixing, 'symmetric', True) for u in units} or {True}
+    bias = {u.token_bias is not None for u in units if hasattr(u.mixing, 'centers')} or {True}
+    if len(symmetric) > 1 or len(bias) > 1:
+        raise ValueError('an official PosMLP checkpoint sets symmetric/absolute_bias for the whole model; '
+                         'this model mixes values: build it from official_arch_to_ours')
+    return dict(symmetric=symmetric.pop(), absolute_bias=bias.pop())
+
+
+def _maybe_convert_official(state: Dict[str, torch.Tensor],
+                            model: Optional[nn.Module] = None) -> Dict[str, torch.Tensor]:
+    """Accept official checkpoints directly in ``init_cfg`` (converted on the fly, with the
+    options of ``model``)."""
     if any(k.startswith('levels.') for k in state):
-        state = convert_official_posmlp(state)
+        state = convert_official_posmlp(state, **(model_convert_kwargs(model) if model is not None else {}))
     return {k: v for k, v in state.items() if not k.startswith('head.')}
 
 
+#: official ``PosMLP`` constructor defaults (``models/posmlp.py``, its blocks' ``**kwargs`` included)
+OFFICIAL_DEFAULTS = dict(
+    img_size=(224, 224), in_chans=3, in_chan=3, patch_size=4, num_levels=3, embed_dims=(96, 192, 384, 768),
+    win_size=(14, 14, 14, 7), gamma=(8, 16, 32, 64), depths=(2, 2, 18, 2), mlp_ratio=(4, 4, 4, 2),
+    num_classes=1000, gate_unit='PoSGU', gate_layer='PosMLPLayer', pool_layer='ConvPatchMerging',
+    stem='ConvPatchEmbed', drop_rate=0., drop_path_rate=0.1, norm_layer='partial(nn.LayerNorm, eps=1e-6)',
+    act_layer='nn.GELU', global_pool='avg', stem_norm='BN', downsample_norm='LN', ape=False, pretrained=None,
+    chunks=2, shift=False, num_blocks=1, quadratic=True, generalized=True, pos_only=True, use_softmax=True,
+    att_std=1e-2, absolute_bias=True, symmetric=True, depth_conv=True)
+
+
+def _official_eps(norm_layer) -> float:
+    spec = str(norm_layer).replace(' ', '')
+    for prefix in ('nn.', 'torch.nn.'):
+        spec = spec.replace('partial(' + prefix, 'partial(').replace(prefix + 'LayerNorm', 'LayerNorm')
+    if spec == 'LayerNorm':
+        return 1e-5
+    if spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
+        return float(spec[len('partial(LayerNorm,eps='):-1])
+    raise ValueError(f"official norm_layer={norm_layer!r} is not supported: only nn.LayerNorm (any eps) is")
+
+
 def official_arch_to_ours(arch: dict) -> dict:
-    """Constructor kwargs of the official ``PosMLP`` (test vectors' ``arch_json``) -> ours."""
-    quadratic = arch.get('quadratic', True)
-    generalized = arch.get('generalized', True)
-    if quadratic:
-        gate = 'ggqpe' if generalized else 'gqpe'
+    """Constructor kwargs of the official ``PosMLP`` (test vectors' ``arch_json``; non-JSON
+    arguments as strings, e.g. ``"gate_unit": "SGU"``) -> ours.
+
+    Every official option is either mapped or refused with a ``ValueError`` naming it; unknown
+    keys are refused. Options with no effect on a trained model's function are accepted:
+    ``img_size``/``patch_size``/``in_chans`` (the official stem ignores them), ``num_classes``
+    (the head), ``att_std``/``pretrained`` (initialisation), ``drop_rate``/``drop_path_rate``
+    (mapped; training only).
+    """
+    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
+    if unknown:
+        raise ValueError(f'unknown official PosMLP options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
+    a = {**OFFICIAL_DEFAULTS, **arch}
+    n = int(a['num_levels'])
+    lists = {k: list(a[k]) for k in ('embed_dims', 'win_size', 'gamma', 'depths', 'mlp_ratio')}
+    if any(len(v) != n for v in lists.values()):
+        raise ValueError(f'official num_levels={n} but embed_dims/win_size/gamma/depths/mlp_ratio have lengths '
+                         f'{[len(v) for v in lists.values()]} (the official model asserts they match)')
+    for name, ok in (('gate_layer', 'PosMLPLayer'), ('pool_layer', 'ConvPatchMerging'), ('stem', 'ConvPatchEmbed'),
+                     ('act_layer', 'nn.GELU'), ('global_pool', 'avg')):
+        if str(a[name]).split('.')[-1] != ok.split('.')[-1]:
+            raise ValueError(f'official {name}={a[name]!r} is not supported: only {ok!r} has an equivalent here')
+    for name in ('stem_norm', 'downsample_norm'):
+        if a[name] not in ('BN', 'LN'):
+            raise ValueError(f"official {name}={a[name]!r} is not supported: use 'BN' or 'LN'")
+    if a['pretrained'] not in (None, ''):
+        raise ValueError('official pretrained=<path> loads weights at construction: convert that file instead')
+    eps = _official_eps(a['norm_layer'])
+    norm_cfg = dict(type='LN', eps=eps)
+    chunks, gate_unit = int(a['chunks']), str(a['gate_unit'])
+    quadratic, pos_only = bool(a['quadratic']), bool(a['pos_only'])
+    gate_cfg = {}
+    if gate_unit == 'SGU':
+        if chunks != 2:
+            raise ValueError(f'official SGU with chunks={chunks} is not supported: only chunks=2 (gMLP SGU) '
+                             'has an equivalent here')
+        if sum(lists['depths']) > 26:
+            raise ValueError('official SGU drops the token-FC bias of blocks after the 26th: depths summing to '
+                             f'{sum(lists["depths"])} are not supported')
+        gate = 'sgu'
+        if eps != 1e-6:
+            gate_cfg['norm_cfg'] = norm_cfg
+    elif gate_unit == 'PoSGU':
+        if chunks not in (1, 2):
+            raise ValueError(f'official PoSGU with chunks={chunks} does not build (its FC2 expects '
+                             'hidden/chunks channels but gets hidden/2): use chunks 1 or 2')
+        if chunks == 1:
+            gate_cfg['split'] = False
+        if quadratic:
+            gate = 'ggqpe' if a['generalized'] else 'gqpe'
+            if not a['absolute_bias']:
+                gate_cfg['token_bias'] = False
+            if not a['use_softmax']:
+                gate_cfg['softmax'] = False
+            if a['generalized'] and not a['symmetric']:
+                gate_cfg['symmetric'] = False
+        else:
+            gate = 'glrpe' if pos_only else 'glrpe-m'
     else:
-        gate = 'glrpe' if arch.get('pos_only', True) else 'lrpe-m'
-        if gate == 'lrpe-m':
-            raise NotImplementedError('official pos_only=False with groups: use gate_cfg')
-    return dict(arch=dict(embed_dims=list(arch['embed_dims']), depths=list(arch['depths']),
-                          groups=list(arch['gamma']), mlp_ratios=list(arch['mlp_ratio']),
-                          window_sizes=list(arch['win_size'])),
-                gate_type=gate, drop_path_rate=0.)
+        raise ValueError(f"official gate_unit={gate_unit!r} is not supported: use 'PoSGU' or 'SGU'")
+    if a['shift'] and a['num_blocks'] != 1:
+        raise ValueError('official shift=True with num_blocks != 1 does not run (PosMLPLayer.forward_shift calls a '
+                         'missing self.window_partition); with num_blocks=1 it shifts nothing and maps to shift=False')
+    ours = dict(arch=dict(embed_dims=lists['embed_dims'], depths=lists['depths'], groups=lists['gamma'],
+                          mlp_ratios=lists['mlp_ratio'], window_sizes=lists['win_size']),
+                in_channels=int(a['in_chan']), gate_type=gate, shift=False,
+                drop_rate=float(a['drop_rate']), drop_path_rate=float(a['drop_path_rate']),
+                stem_norm_cfg=dict(type=a['stem_norm'], eps=1e-6), norm_cfg=norm_cfg,
+                downsample_norm_cfg=dict(type=a['downsample_norm'], eps=1e-6),
+                downsample_depthwise=bool(a['depth_conv']))
+    if gate_cfg:
+        ours['gate_cfg'] = gate_cfg
+    if a['ape']:
+        if lists['embed_dims'][0] != 96:
+            raise ValueError('official ape=True builds a (1, 3136, 96) embedding: it only runs with embed_dims[0]=96')
+        ours['ape_size'] = (56, 56)
+    return ours
+
+
+def official_convert_kwargs(arch: dict) -> dict:
+    """The :func:`convert_official_posmlp` options of an official constructor-kwargs dict."""
+    a = {**OFFICIAL_DEFAULTS, **arch}
+    quadratic_gen = a['gate_unit'] == 'PoSGU' and a['quadratic']
+    return dict(symmetric=bool(a['symmetric']) or not (quadratic_gen and a['generalized']),
+                absolute_bias=bool(a['absolute_bias']) or not quadratic_gen)

@@ -263,6 +263,10 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
         frozen_stages: -1 none; 0 the stem; k the stem and stages 0..k-1.
         norm_eval: keep the stem BatchNorm3d in eval mode during training.
         with_cp: gradient checkpointing of every block.
+        downsamples: per stage after the first, whether a spatial downsampling precedes it
+            (default all; official ``TRANSITIONS[i] = False`` with equal channels: none, the
+            stage keeps its predecessor's resolution). A stage without one needs the same
+            channels as its predecessor.
         init_cfg: ``dict(type='Pretrained', checkpoint=..., prefix='backbone.')``; official
             SlowFast checkpoints are converted on the fly; add ``inflate=True`` to load an
             image-mode checkpoint (temporal units newly initialised and reported).
@@ -298,9 +302,19 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
                  norm_cfg: dict = dict(type='LN', eps=1e-5),
                  act_cfg: dict = dict(type='GELU'),
                  gate_cfg: Optional[dict] = None,
+                 downsamples: Optional[Sequence[bool]] = None,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         s = self.arch_settings = self._parse_arch(arch)
+        downsamples = [True] * (len(s['embed_dims']) - 1) if downsamples is None else [bool(d) for d in downsamples]
+        if len(downsamples) != len(s['embed_dims']) - 1:
+            raise ValueError(f'downsamples has {len(downsamples)} entries; the arch has {len(s["embed_dims"])} '
+                             'stages, so it needs one per stage after the first')
+        for i, d in enumerate(downsamples):
+            if not d and s['embed_dims'][i] != s['embed_dims'][i + 1]:
+                raise ValueError(f'stage {i + 1} has no downsampling but changes channels '
+                                 f'({s["embed_dims"][i]} -> {s["embed_dims"][i + 1]}): set downsamples[{i}]=True')
+        self.downsamples = downsamples
         bt = {b.lower(): b for b in BLOCK_TYPES}.get(str(block_type).lower())
         if bt is None:
             raise KeyError(f'unknown block_type {block_type!r}; choose one of {list(BLOCK_TYPES)}')
@@ -342,9 +356,14 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
             ]
             cursor += s['depths'][i]
             self.stages.append(PosMLPVideoStage(s['embed_dims'][i - 1] if i else c0, s['embed_dims'][i],
-                                                downsample=i > 0, block_kwargs=block_kwargs,
+                                                downsample=i > 0 and downsamples[i - 1],
+                                                block_kwargs=block_kwargs,
                                                 norm_cfg=norm_cfg, with_cp=with_cp))
         self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
+        reduction = 4
+        for i, info in enumerate(self.feature_info):
+            reduction *= 2 if i and downsamples[i - 1] else 1
+            info['reduction'] = reduction
         self._freeze_stages()
 
     @classmethod
@@ -385,7 +404,8 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
             if self.init_cfg.get('inflate', False):
                 allowed += self.temporal_gate_keys()
             res = load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                                  converter=_maybe_convert_official, allowed_missing=allowed)
+                                  converter=_maybe_convert_official, allowed_missing=allowed,
+                                  prefer_ema=self.init_cfg.get('prefer_ema', True))
             temporal = set(self.temporal_gate_keys())
             new = [k for k in res.missing_keys if k in temporal]
             if new:
@@ -493,15 +513,49 @@ def _maybe_convert_official(state: Dict[str, torch.Tensor]) -> Dict[str, torch.T
     return {k: v for k, v in state.items() if not k.startswith(('head.', 'cls_head.'))}
 
 
+#: the cfg keys the official ``PosMLP_Video.__init__`` reads (section -> keys)
+OFFICIAL_CFG_KEYS = {
+    None: {'WIN_SIZE', 'WIN_SIZE_T', 'POSGAMMA'},
+    'POSMLP_VIDEO': {'SHIFT', 'LAYERS', 'TRANSITIONS', 'EMBED_DIMS', 'PATCH_SIZE', 'DROP_DEPTH_RATE',
+                     'PRETRAIN_PATH'},
+    'MODEL': {'NUM_CLASSES'},
+    'DATA': {'TRAIN_CROP_SIZE', 'INPUT_CHANNEL_NUM'},
+}
+
+
 def official_cfg_to_ours(cfg: dict) -> dict:
-    """The official yacs cfg tree (test vector ``arch_json``) -> our constructor kwargs."""
+    """The official yacs cfg tree (test vector ``arch_json``) -> our constructor kwargs.
+
+    Every key ``PosMLP_Video`` reads is mapped; unknown keys in ``POSMLP_VIDEO`` are refused
+    (other sections of a SlowFast cfg, e.g. ``SOLVER``, are not model options). No-ops in the
+    released code, accepted: ``SHIFT`` (its layers' shift size is hard-wired to 0, so
+    ``SHIFT=True`` partitions the same windows), ``PATCH_SIZE`` and ``TRAIN_CROP_SIZE`` (unused
+    by the modules), ``PRETRAIN_PATH`` (initialisation), ``NUM_CLASSES`` (the head).
+    ``TRANSITIONS[i] = False`` removes the downsampling before stage ``i + 1`` when the channels
+    stay; when they change, the official ``Downsample`` ignores its patch size and still
+    halves the map, as ours does.
+    """
+    for section, known in OFFICIAL_CFG_KEYS.items():
+        if section is None:
+            continue
+        unknown = sorted(set(cfg.get(section, {})) - known)
+        if section == 'POSMLP_VIDEO' and unknown:
+            raise ValueError(f'unknown official POSMLP_VIDEO options {unknown}; known: {sorted(known)}')
     pv = cfg['POSMLP_VIDEO']
+    dims = list(pv['EMBED_DIMS'])
+    n = len(pv['LAYERS'])
+    if n != 4 or len(dims) != 4:
+        raise ValueError(f'the official PosMLP_Video has exactly 4 stages; LAYERS/EMBED_DIMS have {n}/{len(dims)}')
+    transitions = list(pv.get('TRANSITIONS', [True] * 4))
     wins = [(t, w, w) for t, w in zip(cfg['WIN_SIZE_T'], cfg['WIN_SIZE'])]
-    if cfg.get('POSMLP_VIDEO', {}).get('SHIFT', False):
-        raise NotImplementedError('the official SHIFT option is disabled in the released code')
-    return dict(arch=dict(embed_dims=list(pv['EMBED_DIMS']), depths=list(pv['LAYERS']), mlp_ratio=2,
+    in_channels = list(cfg.get('DATA', {}).get('INPUT_CHANNEL_NUM', [3]))
+    if len(in_channels) != 1:
+        raise ValueError(f'official INPUT_CHANNEL_NUM={in_channels} has several pathways; PosMLP_Video reads one')
+    return dict(arch=dict(embed_dims=dims, depths=list(pv['LAYERS']), mlp_ratio=2,
                           groups=list(cfg['POSGAMMA']), window_sizes=[list(w) for w in wins]),
-                block_type='PoTGU+PoSGU', gate_type='glrpe', drop_path_rate=0.)
+                in_channels=int(in_channels[0]),
+                downsamples=[bool(transitions[i]) or dims[i] != dims[i + 1] for i in range(3)],
+                block_type='PoTGU+PoSGU', gate_type='glrpe', drop_path_rate=float(pv.get('DROP_DEPTH_RATE', 0.1)))
 
 
 def inflate_image_state_dict(state: Dict[str, torch.Tensor], video: PosMLPVideo,

@@ -7,6 +7,8 @@ GAP. Released official weights: Twins ``pcpvt_{small,base,large}_v0``
 (https://github.com/Meituan-AutoML/Twins), convert them with
 ``tools/model_converters/pcpvt2mmposmlp.py``.
 """
+import fnmatch
+import functools
 import math
 import re
 from typing import Dict, Optional, Sequence
@@ -16,6 +18,7 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
+from mmengine.logging import print_log
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_init
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -105,11 +108,11 @@ class PVTBlock(BaseModule):
 
     def __init__(self, embed_dims, num_heads, mlp_ratio, sr_ratio, qkv_bias=True, drop_rate=0.,
                  attn_drop_rate=0., drop_path_rate=0., norm_cfg=dict(type='LN', eps=1e-6),
-                 sr_norm_cfg=dict(type='LN', eps=1e-5), ffn_cfg=None, with_cp=False):
+                 sr_norm_cfg=dict(type='LN', eps=1e-5), ffn_cfg=None, with_cp=False, qk_scale=None):
         super().__init__()
         self.with_cp = with_cp
         self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
-        self.attn = SpatialReductionAttention(embed_dims, num_heads, qkv_bias, None, attn_drop_rate,
+        self.attn = SpatialReductionAttention(embed_dims, num_heads, qkv_bias, qk_scale, attn_drop_rate,
                                               drop_rate, sr_ratio, sr_norm_cfg)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
         self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
@@ -166,6 +169,8 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             official final ``norm``) with ``out_indices=(3,)`` and a GlobalAveragePooling neck:
             the mean over H x W of the NCHW output equals the official token mean.
         qkv_bias (bool): Default True.
+        qk_scale (float, optional): attention logit scale; None = ``head_dim ** -0.5``
+            (official ``qk_scale``).
         drop_rate, attn_drop_rate, drop_path_rate (float): dropout / stochastic depth
             (linearly increasing over all blocks, as official).
         norm_cfg (dict): block norms and stage-output norms. Default LN eps 1e-6.
@@ -203,6 +208,7 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                  out_indices: Sequence[int] = (0, 1, 2, 3),
                  norm_after_stage=False,
                  qkv_bias: bool = True,
+                 qk_scale: Optional[float] = None,
                  drop_rate: float = 0.,
                  attn_drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
@@ -273,7 +279,7 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             self.patch_embeds.append(PatchEmbedFloor(prev, C, self.patch_sizes[i], embed_norm_cfg))
             self.stages.append(ModuleList([
                 PVTBlock(C, self.num_heads[i], self.mlp_ratios[i], self.sr_ratios[i], qkv_bias, drop_rate,
-                         attn_drop_rate, dpr[cur + j], norm_cfg, sr_norm_cfg, ffn_cfg, with_cp)
+                         attn_drop_rate, dpr[cur + j], norm_cfg, sr_norm_cfg, ffn_cfg, with_cp, qk_scale)
                 for j in range(self.depths[i])]))
             self.pegs.append(PEG(C, **peg_cfg))
             if self.norm_after_stage[i]:
@@ -295,7 +301,9 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
-                            converter=convert_pcpvt)
+                            converter=functools.partial(convert_pcpvt,
+                                                        ignore_keys=self.init_cfg.get('ignore_keys', ())),
+                            prefer_ema=self.init_cfg.get('prefer_ema', True))
             return
         super().init_weights()
         if self.init_cfg is None:
@@ -357,6 +365,9 @@ def _official_key(k: str) -> Optional[str]:
     m = re.match(r'pos_block\.(\d+)\.(.*)', k)
     if m:
         return f'pegs.{m[1]}.{m[2]}'
+    m = re.match(r'norm_list\.(\d+)\.(.*)', k)
+    if m:  # the official detection/segmentation backbone's extra_norm
+        return f'norm{m[1]}.{m[2]}'
     if k.startswith('norm.'):
         return 'norm3.' + k[5:]
     return None
@@ -392,23 +403,51 @@ def detect_pcpvt_layout(state: Dict[str, torch.Tensor]) -> str:
                      f'mmposmlp PVTPEG state dict (first keys: {keys[:5]})')
 
 
-def convert_pcpvt(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Backbone-level key conversion to :class:`PVTPEG` (head keys are dropped).
+def convert_pcpvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str] = (),
+                  dense: Optional[bool] = None) -> Dict[str, torch.Tensor]:
+    """Backbone-level key conversion to :class:`PVTPEG`.
 
     Accepts official Twins ``CPVTV2`` / timm ``twins`` keys (``blocks.i.j``, ``pos_block.i.proj.0``,
     ``patch_embeds.i.proj``, final ``norm``), mmpretrain ``PCPVT`` keys (``stages.i.j``,
     ``position_encodings.i.proj``, ``ffn.layers.0.0``/``ffn.layers.1``, ``norm_after_stage{i}``)
-    and our own keys (returned unchanged).
+    and our own keys (returned unchanged). The classifier ``head.*`` is left out (see
+    :func:`convert_pcpvt_head`); any other key with no place in :class:`PVTPEG` (e.g. a
+    ``cls_token`` or the official segmentation backbone's ``norm_list.*``) raises, unless it
+    matches one of the fnmatch patterns ``ignore_keys`` (then it is dropped and logged).
+
+    ``dense``: the source is the official detection/segmentation ``CPVTV2``
+    (``segmentation/gvt.py``, ``detection/gvt.py``), whose forward returns the four stage maps
+    (``norm_list.i`` -> ``norm{i}`` with ``extra_norm``) and never uses its final ``norm``: that
+    one is dropped (logged). ``None`` (default): dense exactly when ``norm_list.*`` is present.
     """
     layout = detect_pcpvt_layout(state)
     if layout == 'mmposmlp':
         return dict(state)
     fn = _official_key if layout == 'official' else _mmpretrain_key
-    out = {}
+    if dense is None:
+        dense = layout == 'official' and any(k.startswith('norm_list.') for k in state)
+    out, unknown, ignored = {}, [], []
+    if dense and layout == 'official':
+        unused = [k for k in state if k.startswith('norm.')]
+        if unused:
+            print_log(f'PCPVT conversion: dropped the final norm {unused} that the official dense CPVTV2 never '
+                      'applies', logger='current')
+        state = {k: v for k, v in state.items() if not k.startswith('norm.')}
     for k, v in state.items():
         nk = fn(k)
         if nk is not None:
             out[nk] = v
+        elif any(fnmatch.fnmatchcase(k, p) for p in ignore_keys):
+            ignored.append(k)
+        elif not k.startswith('head.'):
+            unknown.append(k)
+    if unknown:
+        raise KeyError(f'{len(unknown)} keys of the {layout} PCPVT checkpoint have no place in PVTPEG: {unknown[:10]}'
+                       f'{"..." if len(unknown) > 10 else ""}; drop them explicitly with ignore_keys (CLI: '
+                       '--ignore-keys) if that is intended')
+    if ignored:
+        print_log(f'PCPVT conversion: dropped {len(ignored)} keys matching {list(ignore_keys)}: {ignored[:10]}',
+                  logger='current')
     return out
 
 
@@ -420,3 +459,52 @@ def convert_pcpvt_head(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor
         if m:
             out[f'fc.{m[1]}'] = v
     return out
+
+
+#: official Twins ``CPVTV2`` constructor defaults (``gvt.py``; the detection/segmentation
+#: copies add ``F4`` and ``extra_norm``)
+OFFICIAL_DEFAULTS = dict(img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dims=[64, 128, 256, 512],
+                         num_heads=[1, 2, 4, 8], mlp_ratios=[4, 4, 4, 4], qkv_bias=False, qk_scale=None, drop_rate=0.,
+                         attn_drop_rate=0., drop_path_rate=0., norm_layer='nn.LayerNorm', depths=[3, 4, 6, 3],
+                         sr_ratios=[8, 4, 2, 1], block_cls='Block', F4=False, extra_norm=False)
+
+
+def official_arch_to_ours(arch: dict, dense: bool = False) -> dict:
+    """Official Twins ``CPVTV2`` constructor kwargs (``norm_layer`` as a string, e.g.
+    ``"partial(nn.LayerNorm, eps=1e-6)"``) -> our :class:`PVTPEG` kwargs.
+
+    ``dense=False``: the classifier (``gvt.py``): ``out_indices=(3,)`` and the final norm as
+    ``norm3``; ``dense=True``: the detection/segmentation backbone, returning the 4 stage maps
+    (``F4``: the last only), normed when ``extra_norm``. Every option is mapped or refused
+    (``ValueError`` naming it); no-ops accepted: ``img_size`` (only an assertion officially),
+    ``num_classes`` (the head). ``block_cls`` other than ``Block`` (``SBlock``/``GroupBlock``,
+    the timm-block variants of Twins-SVT) is refused.
+    """
+    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
+    if unknown:
+        raise ValueError(f'unknown official CPVTV2 options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
+    a = {**OFFICIAL_DEFAULTS, **arch}
+    if not dense and (a['F4'] or a['extra_norm']):
+        raise ValueError('official F4/extra_norm exist only in the detection/segmentation CPVTV2: pass dense=True')
+    if str(a['block_cls']).split('.')[-1] != 'Block':
+        raise ValueError(f"official block_cls={a['block_cls']!r} is not supported: only Block (spatial-reduction "
+                         'attention, PCPVT) has an equivalent here')
+    spec = str(a['norm_layer']).replace(' ', '').replace('nn.', '')
+    if spec == 'LayerNorm':
+        eps = 1e-5
+    elif spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
+        eps = float(spec[len('partial(LayerNorm,eps='):-1])
+    else:
+        raise ValueError(f"official norm_layer={a['norm_layer']!r} is not supported: only nn.LayerNorm (any eps) is")
+    n = len(a['depths'])
+    ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
+                          mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
+                in_channels=int(a['in_chans']), patch_sizes=[int(a['patch_size'])] + [2] * (n - 1),
+                qkv_bias=bool(a['qkv_bias']), qk_scale=a['qk_scale'], drop_rate=float(a['drop_rate']),
+                attn_drop_rate=float(a['attn_drop_rate']), drop_path_rate=float(a['drop_path_rate']),
+                norm_cfg=dict(type='LN', eps=eps))
+    if dense:
+        ours.update(out_indices=(n - 1, ) if a['F4'] else tuple(range(n)), norm_after_stage=bool(a['extra_norm']))
+    else:
+        ours.update(out_indices=(n - 1, ), norm_after_stage=[False] * (n - 1) + [True])
+    return ours

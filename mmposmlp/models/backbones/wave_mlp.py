@@ -42,12 +42,12 @@ class WaveBlock(BaseModule):
 
     def __init__(self, embed_dims, mlp_ratio, norm_cfg, phase_mode='fc', window_size=7,
                  phase_norm_cfg=BN, ffn_cfg=None, drop_rate=0., drop_path_rate=0.,
-                 with_cp=False, init_cfg=None):
+                 with_cp=False, qkv_bias=False, init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         self.with_cp = with_cp
         self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.token_mixer = PATM(embed_dims, phase_mode=phase_mode, window_size=window_size,
-                                phase_norm_cfg=phase_norm_cfg, proj_drop=drop_rate)
+                                phase_norm_cfg=phase_norm_cfg, proj_drop=drop_rate, qkv_bias=qkv_bias)
         self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.ffn = build_ffn(ffn_cfg, embed_dims, mlp_ratio)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
@@ -120,6 +120,10 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
             :class:`~mmposmlp.models.backbones.base.FrozenStagesMixin`).
         norm_eval (bool): keep every BatchNorm in eval mode during training.
         with_cp (bool): gradient checkpointing per block.
+        qkv_bias (bool): biases of PATM's amplitude and channel FCs (official ``qkv_bias``).
+        downsamples (Sequence[bool], optional): per stage after the first, whether a downsample
+            precedes it (default all; official ``transitions[i] = False`` with equal channels:
+            none, the stage keeps its predecessor's resolution).
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=None)``
             loads converted (or official) weights through ``mmposmlp.models.load_pretrained``,
             failing on any missing backbone key except new output norms ``norm0-2``.
@@ -158,9 +162,18 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
+                 qkv_bias: bool = False,
+                 downsamples: Optional[Sequence[bool]] = None,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         arch = self._parse_arch(arch)
+        downsamples = [True] * (self.num_stages - 1) if downsamples is None else [bool(d) for d in downsamples]
+        if len(downsamples) != self.num_stages - 1:
+            raise ValueError(f'downsamples needs {self.num_stages - 1} entries (one per stage after the first), '
+                             f'got {len(downsamples)}')
+        for i, d in enumerate(downsamples):
+            if not d and arch['embed_dims'][i] != arch['embed_dims'][i + 1]:
+                raise ValueError(f'stage {i + 1} has no downsample but changes channels: set downsamples[{i}]=True')
         self.arch_settings = arch
         self.depths = list(arch['depths'])
         self.embed_dims = list(arch['embed_dims'])
@@ -196,19 +209,20 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         for i, (depth, dims, ratio) in enumerate(zip(self.depths, self.embed_dims,
                                                      self.mlp_ratios)):
             if i > 0:
-                self.downsamples.append(WaveMLPConvEmbed(self.embed_dims[i - 1], dims, 3, 2, 1,
-                                                         stem_norm_cfg))
+                self.downsamples.append(WaveMLPConvEmbed(self.embed_dims[i - 1], dims, 3, 2, 1, stem_norm_cfg)
+                                        if downsamples[i - 1] else nn.Identity())
             self.stages.append(nn.Sequential(*[
                 WaveBlock(dims, ratio, self.norm_cfg, phase_mode=self.phase_mode,
                           window_size=window_size, phase_norm_cfg=phase_norm_cfg,
                           ffn_cfg=ffn_cfg, drop_rate=drop_rate, drop_path_rate=dpr[k + j],
-                          with_cp=with_cp) for j in range(depth)
+                          with_cp=with_cp, qkv_bias=qkv_bias) for j in range(depth)
             ]))
             k += depth
         for i in self.out_indices:
             self.add_module(f'norm{i}', build_norm_layer(self.norm_cfg, self.embed_dims[i])[1])
         self.out_channels = [self.embed_dims[i] for i in self.out_indices]
-        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=4 * 2**i,
+        reductions = [4 * 2**sum(downsamples[:i]) for i in range(self.num_stages)]
+        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=reductions[i],
                                   module=f'stages.{i}') for i in self.out_indices]
         self._freeze_stages()
 
@@ -282,7 +296,7 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
                             prefix=self.init_cfg.get('prefix'),
                             converter=_maybe_convert_official,
                             allowed_missing=allowed_missing,
-                            prefer_ema=self.init_cfg.get('prefer_ema', False))
+                            prefer_ema=self.init_cfg.get('prefer_ema', True))
             self._is_init = True
             return
         super().init_weights()
@@ -321,6 +335,22 @@ def convert_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> Dict[str, t
     becomes ``backbone.norm3``) and ``head.fc.*`` (``LinearClsHead``). Official dense-prediction
     keys ``norm0/2/4/6`` (``fork_feat``) map to ``backbone.norm0-3``. Unknown keys raise.
     """
+    # ``network`` interleaves stages and Downsamples; a transition without downsampling
+    # (official ``transitions[i] = False``) removes a Downsample and shifts the later indices, so
+    # each index is classified by its keys (a Downsample holds ``proj``/``norm`` directly)
+    kinds = {}
+    for key in state_dict:
+        m = re.match(r'(?:module\.)?network\.(\d+)\.(.*)', key)
+        if m:
+            kind = 'ds' if m.group(2).startswith(('proj.', 'norm.')) else 'stage'
+            kinds.setdefault(int(m.group(1)), kind)
+    place, stages = {}, 0
+    for idx in sorted(kinds):
+        if kinds[idx] == 'stage':
+            place[idx] = stages
+            stages += 1
+        else:
+            place[idx] = stages - 1  # our downsamples[i - 1] precedes stage i
     out = {}
     for key, value in state_dict.items():
         k = key[7:] if key.startswith('module.') else key
@@ -337,15 +367,14 @@ def convert_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> Dict[str, t
             m = re.match(r'network\.(\d+)\.(.*)', k)
             if m:
                 idx, rest = int(m.group(1)), m.group(2)
-                if idx % 2 == 1:  # Downsample: proj / norm
-                    if rest.startswith(('proj.', 'norm.')):
-                        new = f'backbone.downsamples.{idx // 2}.{rest}'
+                if kinds[idx] == 'ds':  # Downsample: proj / norm
+                    new = f'backbone.downsamples.{place[idx]}.{rest}'
                 else:
                     mb = re.match(r'(\d+)\.(.*)', rest)
                     if mb:
                         for old_p, new_p in _BLOCK_KEYS:
                             if mb.group(2).startswith(old_p):
-                                new = (f'backbone.stages.{idx // 2}.{mb.group(1)}.' + new_p
+                                new = (f'backbone.stages.{place[idx]}.{mb.group(1)}.' + new_p
                                        + mb.group(2)[len(old_p):])
                                 break
         if new is None:
@@ -364,3 +393,49 @@ def _maybe_convert_official(state_dict):
     if any(k.startswith('backbone.') for k in state_dict):
         state_dict = {k[9:]: v for k, v in state_dict.items() if k.startswith('backbone.')}
     return state_dict
+
+
+#: official ``WaveNet`` constructor defaults (``wavemlp_pytorch/models/wavemlp.py``)
+OFFICIAL_DEFAULTS = dict(layers=None, img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dims=None,
+                         transitions=None, mlp_ratios=None, qkv_bias=False, qk_scale=None, drop_rate=0.,
+                         attn_drop_rate=0., drop_path_rate=0., norm_layer='nn.BatchNorm2d', fork_feat=False,
+                         mode='fc', ds_use_norm=True, args=None)
+
+
+def official_arch_to_ours(arch: dict) -> dict:
+    """Official ``WaveNet`` constructor kwargs (test vectors' ``arch_json``; ``norm_layer`` as
+    ``"nn.BatchNorm2d"`` or ``"MyNorm"``) -> our :class:`WaveMLP` kwargs.
+
+    Every option is mapped or refused (``ValueError`` naming it); unknown keys are refused.
+    No-ops in the official code, accepted: ``img_size``, ``patch_size`` and ``in_chans`` (the stem
+    is hard-wired to a 3-channel 7x7/4 conv), ``qk_scale``, ``attn_drop_rate`` and ``drop_rate``
+    (never passed to the blocks), ``args``; ``num_classes`` is the head. ``fork_feat=True`` (the
+    detection/segmentation model) maps to ``out_indices=(0, 1, 2, 3)`` with the output norms
+    ``norm0-3`` (official ``norm0/2/4/6``).
+    """
+    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
+    if unknown:
+        raise ValueError(f'unknown official WaveNet options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
+    a = {**OFFICIAL_DEFAULTS, **arch}
+    for k in ('layers', 'embed_dims', 'mlp_ratios'):
+        if a[k] is None or len(a[k]) != 4:
+            raise ValueError(f'official {k}={a[k]!r}: our WaveMLP needs 4 stages')
+    dims = list(a['embed_dims'])
+    transitions = list(a['transitions'] if a['transitions'] is not None else [True] * 4)
+    if a['fork_feat'] and not all(transitions[i] or dims[i] != dims[i + 1] for i in range(3)):
+        raise ValueError('official fork_feat=True with a transition without downsampling normalises the outputs '
+                         'of network[0, 2, 4, 6], which are then not the 4 stages: not supported')
+    for i in range(3):
+        if not transitions[i] and dims[i] != dims[i + 1]:
+            raise ValueError(f'official transitions[{i}]=False with changing channels builds Downsample(patch_size=1),'
+                             ' which asserts patch_size == 2: that model does not build')
+    norm = {'nn.BatchNorm2d': BN, 'BatchNorm2d': BN, 'MyNorm': GN1}.get(str(a['norm_layer']))
+    if norm is None:
+        raise ValueError(f"official norm_layer={a['norm_layer']!r} is not supported: use nn.BatchNorm2d or MyNorm "
+                         '(GroupNorm(1, C))')
+    return dict(arch=dict(depths=list(a['layers']), embed_dims=dims, mlp_ratios=list(a['mlp_ratios']),
+                          norm_cfg=norm, stem_norm=bool(a['ds_use_norm']),
+                          phase_mode='fc' if a['mode'] == 'fc' else 'depthwise'),
+                qkv_bias=bool(a['qkv_bias']), downsamples=[bool(t) for t in transitions[:3]],
+                drop_path_rate=float(a['drop_path_rate']),
+                out_indices=(0, 1, 2, 3) if a['fork_feat'] else (3, ))

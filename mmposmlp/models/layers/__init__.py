@@ -3,3 +3,4 @@ from .windows import WindowLayout, window_partition, window_reverse  # noqa: F40
 from .patm import PATM, WaveMLPFFN  # noqa: F401
 from .peg import PEG  # noqa: F401
 from .imlp import IMLP, AGeLU, ASoftPlus, ActivationSum, AdaptiveActivation  # noqa: F401
+from .norms import LayerNorm2d  # noqa: F401

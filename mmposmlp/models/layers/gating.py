@@ -33,6 +33,7 @@ GATE_TYPES = {
     'glrpe': ('lrpe', dict()),  # group-wise LRPE
     'lrpe': ('lrpe', dict(single_group=True)),  # one table for all channels
     'lrpe-m': ('lrpe', dict(single_group=True, token_fc=True)),  # LRPE + token FC W, Eq. (10)
+    'glrpe-m': ('lrpe', dict(token_fc=True)),  # group-wise LRPE + one shared token FC W
     'sgu': ('dense', dict(single_group=True, norm=True)),  # gMLP SGU, Eq. (1)
 }
 
@@ -97,18 +98,36 @@ class PositionalGatingUnit(nn.Module):
         groups: channel groups ``s`` of the group-wise encodings.
         gate_type: one of :data:`GATE_TYPES` (``'ggqpe'`` default).
         norm_cfg: norm on ``X1`` (only the SGU baseline uses one, as in gMLP).
+        split: ``True`` (default): ``X1``/``X2`` are the two channel halves; ``False``: the
+            whole input is mixed and gates itself, ``Z = (P X + b) * X`` (official ``chunks=1``),
+            and the output keeps ``in_channels``.
+        token_bias: add the per-position bias ``b`` (official QPE ``absolute_bias``).
+        symmetric: (G)GQPE only: ``Sigma = Gamma Gamma^T`` (default) or ``Sigma`` learned
+            freely (official ``symmetric=False``).
+        softmax: GQPE only: normalise ``P`` over keys (default; official ``use_softmax``).
+        learn_centers: GQPE only: learn the centres ``Delta`` (default) or keep them at (0, 0)
+            (PosMLP Table 6, "Delta frozen").
     """
 
     def __init__(self, in_channels: int, window: Sequence[int], groups: int = 1,
-                 gate_type: str = 'ggqpe', norm_cfg: Optional[dict] = None):
+                 gate_type: str = 'ggqpe', norm_cfg: Optional[dict] = None, split: bool = True,
+                 token_bias: bool = True, symmetric: bool = True, softmax: bool = True,
+                 learn_centers: bool = True):
         super().__init__()
         if gate_type not in GATE_TYPES:
             raise KeyError(f'unknown gate_type {gate_type!r}; choose one of {sorted(GATE_TYPES)}')
         mixing, kwargs = GATE_TYPES[gate_type]
         kwargs = dict(kwargs)
-        if in_channels % 2:
+        if mixing == 'gqpe':
+            kwargs.update(symmetric=symmetric, softmax=softmax, learn_centers=learn_centers)
+        elif not (symmetric and softmax and learn_centers):
+            raise ValueError(f'symmetric / softmax / learn_centers=False are options of the Gaussian (GQPE) gates; '
+                             f'gate_type={gate_type!r} has neither')
+        if split and in_channels % 2:
             raise ValueError(f'a gating unit splits its input in two halves; in_channels={in_channels} is odd')
-        half = in_channels // 2
+        self.split = split
+        half = in_channels // 2 if split else in_channels
+        self.out_channels = half
         if kwargs.pop('single_group', False):
             groups = 1
         if half % groups:
@@ -125,10 +144,12 @@ class PositionalGatingUnit(nn.Module):
         else:
             self.mixing = DenseTokenMixing(self.window)
         self.norm = build_norm_layer(norm_cfg or dict(type='LN', eps=1e-6), half)[1] if use_norm else None
-        self.token_bias = nn.Parameter(torch.zeros(self.num_tokens))
+        self.token_bias = nn.Parameter(torch.zeros(self.num_tokens)) if token_bias else None
 
     def init_weights(self):
         self.mixing.init_weights()
+        if self.token_bias is None:
+            return
         if isinstance(self.mixing, DenseTokenMixing):
             nn.init.ones_(self.token_bias)
         else:
@@ -137,7 +158,7 @@ class PositionalGatingUnit(nn.Module):
     def forward(self, x: torch.Tensor, layout: Optional[WindowLayout] = None) -> torch.Tensor:
         """``x`` (B, nW, N, C) windows -> (B, nW, N, C // 2)."""
         B, nW, N, C = self._check_tokens(x)
-        u, v = x.chunk(2, dim=-1)
+        u, v = x.chunk(2, dim=-1) if self.split else (x, x)
         if self.norm is not None:
             u = self.norm(u)
         K = u.shape[-1] // self.groups
@@ -163,7 +184,7 @@ class PositionalGatingUnit(nn.Module):
         element-wise step; in chunks it stays in cache. Falls back to the plain composition when
         an FC is not a bare ``nn.Linear`` (hooks, wrappers) or ``X1`` is normalised (gMLP SGU).
         """
-        if self.norm is not None or not (_plain_linear(fc1) and _plain_linear(fc2)):
+        if self.norm is not None or not self.split or not (_plain_linear(fc1) and _plain_linear(fc2)):
             return fc2(self(act(fc1(x)), layout))
         B, nW, N, _ = self._check_tokens(x)
         M = B * nW

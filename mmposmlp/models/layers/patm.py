@@ -33,7 +33,10 @@ from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
 
-PHASE_MODES = ('fc', 'depthwise')
+#: 'fc' / 'depthwise': dynamic phase (Table 6 "Channel-FC" / "Depth-wise"); 'identity': theta = x
+#: (Table 6 "Identity"); 'static': one learned phase per channel (Table 5 "Static phase");
+#: 'none': theta = 0 (Tables 5/6 "No phase" / "Baseline")
+PHASE_MODES = ('fc', 'depthwise', 'identity', 'static', 'none')
 
 
 @MODELS.register_module()
@@ -78,6 +81,9 @@ class PhaseEstimation(nn.Module):
 
     ``mode='fc'``: channel-FC (1x1 conv with bias), used by Wave-MLP-T/S/M/B.
     ``mode='depthwise'``: 3x3 depthwise conv without bias, used by Wave-MLP-T*.
+    Ablations (Tables 5-6): ``'identity'`` (theta = x), ``'static'`` (a learned phase per
+    channel, the same for every token and input), ``'none'`` (theta = 0: the cos branch carries the
+    amplitude, the sin branch is zero).
     """
 
     def __init__(self, channels: int, mode: str = 'fc', norm_cfg: dict = dict(type='BN')):
@@ -85,6 +91,10 @@ class PhaseEstimation(nn.Module):
         if mode not in PHASE_MODES:
             raise ValueError(f'unknown phase estimation mode {mode!r}; choose one of {PHASE_MODES}')
         self.mode = mode
+        if mode == 'static':
+            self.phase = nn.Parameter(torch.zeros(1, channels, 1, 1))
+        if mode not in ('fc', 'depthwise'):
+            return
         if mode == 'fc':
             self.conv = nn.Conv2d(channels, channels, 1, bias=True)
         else:
@@ -93,6 +103,12 @@ class PhaseEstimation(nn.Module):
         self.act = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mode == 'identity':
+            return x
+        if self.mode == 'static':
+            return self.phase.expand_as(x)
+        if self.mode == 'none':
+            return torch.zeros_like(x)
         return self.act(self.norm(self.conv(x)))
 
 

@@ -150,11 +150,20 @@ class GaussianPositionMixing(_PositionMixing):
     uses_softmax = True
 
     def __init__(self, window: Sequence[int], groups: int, generalized: bool = True,
-                 init_std: float = 1e-2):
+                 init_std: float = 1e-2, symmetric: bool = True, softmax: bool = True,
+                 learn_centers: bool = True):
         super().__init__(window, groups)
         self.generalized = generalized
+        # official ``symmetric=False``: Sigma is the learned matrix itself (not Gamma Gamma^T);
+        # official ``use_softmax=False``: the logits are the mixing weights (masked ones zeroed)
+        self.symmetric = symmetric
+        self.uses_softmax = softmax
         dim = len(self.window)
-        self.centers = nn.Parameter(torch.zeros(groups, dim))
+        self.learn_centers = learn_centers
+        if learn_centers:
+            self.centers = nn.Parameter(torch.zeros(groups, dim))
+        else:  # PosMLP Table 6, "Delta frozen": the centres stay at (0, 0)
+            self.register_buffer('centers', torch.zeros(groups, dim), persistent=False)
         if generalized:
             self.spreads = nn.Parameter(torch.eye(dim).repeat(groups, 1, 1))
         else:
@@ -168,7 +177,8 @@ class GaussianPositionMixing(_PositionMixing):
         self.register_buffer('features', feats.reshape(n * n, -1).float(), persistent=False)
 
     def init_weights(self):
-        nn.init.normal_(self.centers, std=self.init_std)
+        if self.learn_centers:
+            nn.init.normal_(self.centers, std=self.init_std)
         with torch.no_grad():
             if self.generalized:
                 eye = torch.eye(self.spreads.shape[-1], device=self.spreads.device, dtype=self.spreads.dtype)
@@ -183,7 +193,7 @@ class GaussianPositionMixing(_PositionMixing):
         quadratic and linear features."""
         dim = self.centers.shape[-1]
         if self.generalized:
-            sigma = self.spreads @ self.spreads.transpose(-1, -2)  # (G, D, D)
+            sigma = self.spreads @ self.spreads.transpose(-1, -2) if self.symmetric else self.spreads  # (G, D, D)
             centers = self.centers
         else:
             sigma = torch.eye(dim, dtype=self.centers.dtype, device=self.centers.device).expand(self.groups, dim, dim)

@@ -1,0 +1,14 @@
+# CPVT Table 2 (direct evaluation at 512x512 of a model trained at 224x224, no fine-tuning): CPVT-S (PEG 0-1),
+# 76.8 top-1 at 512 (paper). Test only: train with cpvt-s-peg0-1_8xb128_in1k.py and evaluate its checkpoint with
+#   python tools/test.py configs/cpvt/paper_tables/cpvt-s-peg0-1_8xb128_in1k-512px.py CKPT
+# The PEG needs no interpolation at other sizes. Resize keeps DeiT's crop ratio 0.875 (short side
+# 585, centre crop 512); the paper does not state its test resize.
+_base_ = ['./cpvt-s-peg0-1_8xb128_in1k.py']
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='ResizeEdge', scale=585, edge='short', backend='pillow', interpolation='bicubic'),
+    dict(type='CenterCrop', crop_size=512),
+    dict(type='PackInputs'),
+]
+val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+test_dataloader = dict(dataset=dict(pipeline=test_pipeline))

@@ -1,0 +1,3 @@
+# PosMLP Table 4 (group numbers s per stage = (32,32,32,32), 77.02 top-1): PosMLP-T, GGQPE.
+_base_ = ['./posmlp-t_8xb120_in1k-half.py']
+model = dict(backbone=dict(arch=dict(_delete_=True, embed_dims=[96, 192, 384, 768], groups=[32, 32, 32, 32])))

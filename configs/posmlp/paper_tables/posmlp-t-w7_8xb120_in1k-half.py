@@ -1,0 +1,4 @@
+# PosMLP Table 5 (window 7x7 in the first stage; 20.8M, 5.01G, 76.98 top-1): PosMLP-T,
+# stages 2-4 keep (14, 14, 7).
+_base_ = ['./posmlp-t_8xb120_in1k-half.py']
+model = dict(backbone=dict(window_sizes=[7, 14, 14, 7]))

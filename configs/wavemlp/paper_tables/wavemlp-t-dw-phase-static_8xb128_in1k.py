@@ -1,0 +1,4 @@
+# Wave-MLP ablation (paper Sec. 4.4, ImageNet, on Wave-MLP-T*): "Static phase", 79.3 top-1 (paper; 15M, 2.1G).
+# phase_mode='static' (mmposmlp/models/layers/patm.py PhaseEstimation). Recipe: ../wavemlp-t-dw_8xb128_in1k.py.
+_base_ = ['../wavemlp-t-dw_8xb128_in1k.py']
+model = dict(backbone=dict(phase_mode='static'))
