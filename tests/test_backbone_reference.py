@@ -227,3 +227,36 @@ def _registered(name):
     from mmposmlp.registry import MODELS
     import mmposmlp.models  # noqa: F401  (registers the backbones)
     return MODELS.get(name)
+
+
+_SMALL = {
+    'posmlp': lambda **kw: PosMLP(arch=dict(embed_dims=[8, 16, 16, 32], depths=[1, 1, 1, 1], groups=[2, 2, 4, 4],
+                                            mlp_ratios=[2, 2, 2, 2], window_sizes=[2, 2, 2, 2]), **kw),
+    'posmlp_video': lambda **kw: PosMLPVideo(arch=dict(embed_dims=[8, 16, 16, 32], depths=[1, 1, 1, 1],
+                                                       groups=[2, 2, 4, 4], mlp_ratio=2,
+                                                       window_sizes=[(2, 2, 2)] * 4), **kw),
+    'wavemlp': lambda **kw: _registered('WaveMLP')(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32],
+                                                             mlp_ratios=[2, 2, 2, 2]), norm_cfg=dict(type='BN'), **kw),
+}
+
+
+@pytest.mark.parametrize('family', sorted(_SMALL))
+def test_norm_eval_keeps_only_batchnorms_in_eval(family):
+    """``norm_eval`` (mmdet/mmpretrain convention): in ``train()`` every BatchNorm stays in eval
+    mode (frozen statistics), everything else trains; without it BatchNorms train."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+    for norm_eval in (True, False):
+        model = _SMALL[family](norm_eval=norm_eval, frozen_stages=-1).train()
+        bns = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+        assert bns, 'the test needs a model with BatchNorm layers'
+        assert all(m.training != norm_eval for m in bns)
+        assert all(m.training for m in model.modules() if not isinstance(m, _BatchNorm))
+        assert all(p.requires_grad for p in model.parameters())
+
+
+@pytest.mark.parametrize('family', ['posmlp', 'posmlp_video'])
+def test_negative_out_indices_count_from_the_end(family):
+    a = _SMALL[family](out_indices=(-1, -3))
+    b = _SMALL[family](out_indices=(3, 1))
+    assert a.out_indices == b.out_indices == (3, 1)
+    assert a.out_channels == b.out_channels == [32, 16]
