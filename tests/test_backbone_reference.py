@@ -260,3 +260,21 @@ def test_negative_out_indices_count_from_the_end(family):
     b = _SMALL[family](out_indices=(3, 1))
     assert a.out_indices == b.out_indices == (3, 1)
     assert a.out_channels == b.out_channels == [32, 16]
+
+
+@pytest.mark.parametrize('block_type,first,residual', [('PoTGU->PoSGU', 'temporal', 'each'),
+                                                       ('PoSGU->PoTGU', 'spatial', 'each'),
+                                                       ('PoTGU->PoSGU', 'temporal', 'outer')])
+def test_cascaded_video_blocks_apply_their_units_in_order(block_type, first, residual):
+    """Fig. 2 cascades: ``PoTGU->PoSGU`` runs the temporal module first, then the spatial one
+    (and the reverse for ``PoSGU->PoTGU``), with a residual per module or one around both."""
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideoBlock
+    block = PosMLPVideoBlock(8, block_type, cascade_residual=residual, mlp_ratio=2, window=(2, 3, 3), groups=2,
+                             norm_cfg=dict(type='LN'), act_cfg=dict(type='GELU')).double().eval()
+    _randomise(block)
+    second = 'spatial' if first == 'temporal' else 'temporal'
+    f, s = getattr(block, first), getattr(block, second)
+    x = torch.randn(1, 4, 5, 6, 8, dtype=torch.float64)
+    with torch.no_grad():
+        expected = x + s(f(x)) if residual == 'outer' else (lambda y: y + s(y))(x + f(x))
+        assert (block(x) - expected).abs().max() < 1e-12

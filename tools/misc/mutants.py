@@ -147,7 +147,7 @@ MUTANTS = [
     dict(id='video-cascade-order', file='mmposmlp/models/backbones/posmlp_video.py',
          find="self.order = ['temporal', 'spatial'] if block_type == 'PoTGU->PoSGU' else ['spatial', 'temporal']",
          replace="self.order = ['spatial', 'temporal'] if block_type == 'PoTGU->PoSGU' else ['temporal', 'spatial']",
-         tests=[T_VIDEO, 'tests/test_posmlp_video_configs.py'], why='cascaded blocks apply their units in the wrong order'),
+         tests=[T_REF + '::test_cascaded_video_blocks_apply_their_units_in_order', T_VIDEO], why='cascaded blocks apply their units in the wrong order'),
     dict(id='wavemlp-drop-path-reversed', file='mmposmlp/models/backbones/wave_mlp.py',
          find='dpr = [drop_path_rate * k / (total - 1) if total > 1 else 0. for k in range(total)]',
          replace='dpr = [drop_path_rate * (total - 1 - k) / (total - 1) if total > 1 else 0. for k in range(total)]',
