@@ -3,7 +3,7 @@ PY := .venv/bin/python
 TOY := data/toy
 DEMO_DIR := work_dirs/demo
 
-.PHONY: install test test-slow test-slurm test-all demo toy-data clean
+.PHONY: install test test-slow test-slurm test-all test-mutation demo toy-data clean
 
 install:
 	bash tools/setup_env.sh
@@ -23,6 +23,10 @@ test-slurm: install
 
 test-all: install
 	$(PY) -m pytest tests -q -p no:cacheprovider
+
+# Curated mutants against the tests that should catch them (~30-40 min on 2 cores; docs/testing.md).
+test-mutation: install
+	$(PY) tools/misc/mutation_test.py --json work_dirs/mutation.json
 
 demo: install
 	bash tools/demo.sh

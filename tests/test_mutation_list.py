@@ -1,0 +1,39 @@
+"""The curated mutants of ``make test-mutation`` follow the code (tools/misc/mutants.py)."""
+import importlib.util
+import os.path as osp
+
+import pytest
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+def _runner():
+    spec = importlib.util.spec_from_file_location('mutation_test', osp.join(ROOT, 'tools', 'misc', 'mutation_test.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RUNNER = _runner()
+MUTANTS = RUNNER.load_mutants()
+
+
+def test_enough_distinct_mutants_covering_the_core():
+    ids = [m['id'] for m in MUTANTS]
+    assert len(ids) == len(set(ids)), 'duplicate mutant ids'
+    assert len(ids) >= 40
+    files = {m['file'] for m in MUTANTS}
+    for area in ('mmposmlp/models/layers/windows.py', 'mmposmlp/models/layers/gating.py',
+                 'mmposmlp/models/layers/relative_position.py', 'mmposmlp/models/backbones/posmlp.py',
+                 'mmposmlp/models/checkpoints.py', 'mmposmlp/engine/checkpoint.py'):
+        assert area in files, f'no mutant in {area}'
+
+
+@pytest.mark.parametrize('mutant', MUTANTS, ids=[m['id'] for m in MUTANTS])
+def test_mutant_applies_and_names_existing_tests(mutant):
+    assert RUNNER.check_applicable(mutant) == '', f"stale mutant {mutant['id']}: {RUNNER.check_applicable(mutant)}"
+    assert mutant['find'] != mutant['replace']
+    for arg in mutant['tests']:
+        if not arg.startswith('-'):
+            path = arg.split('::')[0]
+            assert osp.isfile(osp.join(ROOT, path)), f"{mutant['id']}: no test file {path}"
