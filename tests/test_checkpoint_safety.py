@@ -180,6 +180,7 @@ def payloads(marker):
                                            T(I(1)), b'\x89', call('collections', 'OrderedDict') + S('h') +
                                            G('torch', 'float32') + b's'), storages={'0': b'\0' * 4})
     add('tensor view beyond storage', tensor_call((4, ), (1, )), storages={'0': b'\0' * 4})
+    add('tensor view one element past its storage', tensor_call((2, ), (1, )), storages={'0': b'\0' * 4})
     # numpy: object, void and structured dtypes, object scalars
     add('numpy object array (pointer bytes)', np_array('O8', (1, ), latin1(b'AAAAAAAA')))
     add('numpy object array (list)', np_array('f8', (1, ), b']' + I(1) + b'a'))

@@ -37,3 +37,17 @@ def test_wavemlp_dense_norms_normalise_their_own_stage():
         p = {k: state[f'norm{2 * i}.{k}'].double() for k in ('weight', 'bias', 'running_mean', 'running_var')}
         expected = F.batch_norm(feat, p['running_mean'], p['running_var'], p['weight'], p['bias'], False, 0., 1e-5)
         assert (out - expected).abs().max() < 1e-8, f'dense output {i} differs'
+
+
+def test_ema_weights_are_taken_by_default_when_a_file_holds_both(tmp_path):
+    """The official PosMLP and Twins evaluations use the EMA model: every loading path takes
+    ``state_dict_ema`` / ``model_ema`` by default and the trained weights only when asked."""
+    from mmposmlp.models.checkpoints import extract_state_dict, load_checkpoint_file
+    trained, ema = {'w': torch.zeros(2)}, {'w': torch.ones(2)}
+    for plain_key, ema_key in (('state_dict', 'state_dict_ema'), ('model', 'model_ema')):
+        ckpt = {plain_key: trained, ema_key: ema}
+        assert torch.equal(extract_state_dict(ckpt)['w'], ema['w'])
+        assert torch.equal(extract_state_dict(ckpt, prefer_ema=False)['w'], trained['w'])
+        path = str(tmp_path / f'{plain_key}.pth')
+        torch.save(ckpt, path)
+        assert torch.equal(load_checkpoint_file(path)['w'], ema['w'])

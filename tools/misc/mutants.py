@@ -2,7 +2,9 @@
 should catch each. ``find`` must occur exactly once in ``file`` (tests/test_mutation_list.py).
 
 Fields: ``id``; ``file`` (relative to the repo root); ``find`` / ``replace`` (source text);
-``tests`` (pytest arguments: files, node ids, ``-k`` expressions); ``why`` (the bug in words).
+``tests`` (pytest arguments: files, node ids, ``-k`` expressions); ``why`` (the bug in words);
+optionally ``equivalent`` (why a surviving mutant changes no observable behaviour: it is reported,
+not scored).
 """
 
 T_POSMLP = 'tests/test_posmlp.py'
@@ -177,7 +179,7 @@ MUTANTS = [
     dict(id='ema-not-preferred', file='mmposmlp/models/checkpoints.py',
          find="def extract_state_dict(ckpt, prefer_ema: bool = True, source: str = 'checkpoint')",
          replace="def extract_state_dict(ckpt, prefer_ema: bool = False, source: str = 'checkpoint')",
-         tests=['tests/test_checkpoint_wrappers.py', 'tests/test_official_options.py'],
+         tests=['tests/test_converter_key_families.py', 'tests/test_checkpoint_wrappers.py'],
          why='init_cfg/converters take the trained weights although the official evaluation uses the EMA ones'),
     dict(id='ddp-prefix-kept', file='mmposmlp/models/checkpoints.py',
          find="    return {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}",
@@ -195,7 +197,10 @@ MUTANTS = [
          tests=['tests/test_checkpoint_safety.py'], why='the allow-list admits a code-running callable'),
     dict(id='safe-load-view-off-by-one', file='mmposmlp/utils/safe_load.py',
          find='            if end >= storage._size():', replace='            if end > storage._size():',
-         tests=['tests/test_checkpoint_safety.py'], why='a tensor view may read one element past its storage'),
+         tests=['tests/test_checkpoint_safety.py', '-k', 'storage'],
+         why='a tensor view may read one element past its storage',
+         equivalent='torch._utils._rebuild_tensor_v2 bounds-checks the view itself (RuntimeError, still refused); '
+                    'our check is the first of two'),
     dict(id='safe-load-size-bomb', file='mmposmlp/utils/safe_load.py',
          find='            if numel * torch._utils._element_size(storage.dtype) > limit:',
          replace='            if False:',

@@ -7,7 +7,7 @@ that should catch it, and report the score.
 The mutants (``tools/misc/mutants.py``) are small, realistic bugs - a sign, an off-by-one, a
 dropped line, a widened allow-list - each with the test selection a developer would expect to
 catch it. A mutant is *killed* when that selection fails (or times out), *survives* when it
-passes, and is *stale* when its source text no longer occurs exactly once (the list must follow
+passes (*equivalent* when the list explains why no test can tell it apart), and is *stale* when its source text no longer occurs exactly once (the list must follow
 the code: ``tests/test_mutation_list.py`` checks this in the default suite). The repository
 itself is never modified: the copy lives in a temporary directory.
 
@@ -110,17 +110,23 @@ def main(argv=None):
             results[m['id']] = dict(r, file=m['file'], why=m['why'])
             print(f"[{i}/{len(mutants)}] {r['status']:<8} {m['id']:<28} {r['seconds']:>6.1f}s  {r['detail'][:110]}",
                   flush=True)
-    counts = {s: sum(r['status'] == s for r in results.values()) for s in ('killed', 'survived', 'stale', 'error')}
+    by_id = {m['id']: m for m in mutants}
+    for mid, r in results.items():
+        if r['status'] == 'survived' and by_id[mid].get('equivalent'):
+            r['status'], r['equivalent'] = 'equivalent', by_id[mid]['equivalent']
+    counts = {s: sum(r['status'] == s for r in results.values())
+              for s in ('killed', 'survived', 'equivalent', 'stale', 'error')}
     scored = counts['killed'] + counts['survived']
-    print(f"\nmutation score: {counts['killed']}/{scored} killed"
-          + ''.join(f", {counts[s]} {s}" for s in ('survived', 'stale', 'error') if counts[s]))
+    print(f"\nmutation score: {counts['killed']}/{scored} non-equivalent mutants killed"
+          + ''.join(f", {counts[s]} {s}" for s in ('survived', 'equivalent', 'stale', 'error') if counts[s]))
     for mid, r in results.items():
         if r['status'] != 'killed':
-            print(f"  {r['status']}: {mid} ({r['file']}): {r['why']}")
+            print(f"  {r['status']}: {mid} ({r['file']}): {r['why']}"
+                  + (f" - equivalent: {r['equivalent']}" if r['status'] == 'equivalent' else ''))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)
-    return 0 if counts['killed'] == len(results) else 1
+    return 0 if counts['killed'] + counts['equivalent'] == len(results) else 1
 
 
 if __name__ == '__main__':
