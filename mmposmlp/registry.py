@@ -7,6 +7,7 @@ modules as ``type='mmposmlp.X'``: mmengine imports ``mmposmlp.registry`` and the
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import Registry
 
@@ -18,3 +19,5 @@ DATASETS = Registry('dataset', parent=MMENGINE_DATASETS, scope='mmposmlp',
                     locations=['mmposmlp.datasets'])
 HOOKS = Registry('hook', parent=MMENGINE_HOOKS, scope='mmposmlp',
                  locations=['mmposmlp.engine'])
+PARAM_SCHEDULERS = Registry('parameter scheduler', parent=MMENGINE_PARAM_SCHEDULERS, scope='mmposmlp',
+                            locations=['mmposmlp.engine'])

@@ -93,18 +93,81 @@ class _Forward(nn.Module):
         return m(x, mode='tensor')
 
 
+def _shape(v):
+    from fvcore.nn.jit_handles import get_shape
+    return get_shape(v)
+
+
+def _prod(xs):
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+def sdpa_flop_jit(inputs, outputs) -> int:
+    """``scaled_dot_product_attention(q, k, v)``: ``q k^T`` and ``attn v``, one MAC per multiply-add.
+
+    q ``(..., L, E)``, k ``(..., S, E)``, v ``(..., S, Ev)``: ``batch * L * S * (E + Ev)`` (the scaling,
+    mask and softmax are element-wise and not counted, as for every other op).
+    """
+    q, k, v = (_shape(x) for x in inputs[:3])
+    batch = _prod(q[:-2])
+    return batch * q[-2] * k[-2] * (q[-1] + v[-1])
+
+
+def baddbmm_flop_jit(inputs, outputs) -> int:
+    """``baddbmm(input, b1, b2)`` / ``addbmm``: the batched product ``b1 @ b2`` (``B * n * m * p`` MACs)."""
+    b1, b2 = _shape(inputs[1]), _shape(inputs[2])
+    return b1[0] * b1[1] * b1[2] * b2[2]
+
+
+def addmv_flop_jit(inputs, outputs) -> int:
+    """``addmv(input, mat, vec)``: ``n * m`` MACs."""
+    return _prod(_shape(inputs[1]))
+
+
+#: fvcore has no handler for these matrix products (it lists them as skipped): attention through
+#: ``F.scaled_dot_product_attention`` (mmpretrain ViT / DeiT, PVT, CPVT) and the token mixing of the
+#: gating units written as ``baddbmm`` (PosMLP, PosMLP-Video).
+EXTRA_HANDLES = {
+    'aten::scaled_dot_product_attention': sdpa_flop_jit,
+    'aten::_scaled_dot_product_flash_attention_for_cpu': sdpa_flop_jit,
+    'aten::baddbmm': baddbmm_flop_jit,
+    'aten::addbmm': baddbmm_flop_jit,
+    'aten::addmv': addmv_flop_jit,
+}
+
+#: element-wise ops that no counter of the papers counts (their tables are multiply-accumulates of the
+#: matrix products and convolutions); listed so that ``skipped_ops`` shows only ops that could matter.
+ELEMENTWISE_OPS = frozenset(
+    'aten::' + n for n in (
+        'add', 'add_', 'sub', 'rsub', 'mul', 'mul_', 'div', 'div_', 'neg', 'pow', 'sqrt', 'rsqrt', 'exp', 'log',
+        'sin', 'cos', 'tanh', 'sigmoid', 'gelu', 'relu', 'relu_', 'silu', 'hardswish', 'softmax', 'log_softmax',
+        'erf', 'abs', 'clamp', 'clamp_min', 'mean', 'sum', 'max', 'min', 'avg_pool2d', 'avg_pool3d', 'max_pool2d',
+        'max_pool3d', 'dropout', 'dropout_', 'fill_', 'zero_', 'copy_', 'where', 'masked_fill', 'masked_fill_',
+        'lerp', 'addcmul', 'sign', 'floor', 'ceil', 'round', 'remainder', 'eq', 'ne', 'lt', 'gt', 'le', 'ge',
+        'cumsum', 'linalg_vector_norm', 'norm', 'reciprocal', 'square', 'sub_', 'add_'))
+
+
 def count_flops(model: nn.Module, shape, scope: Optional[str] = None) -> Tuple[int, Dict[str, int]]:
-    """(total FLOPs with 1 MAC = 1 FLOP, {skipped op: count}) of ``model`` on one random input."""
+    """(total FLOPs with 1 MAC = 1 FLOP, {skipped op: count}) of ``model`` on one random input.
+
+    fvcore's handlers plus :data:`EXTRA_HANDLES`; ``skipped`` lists every other op that is neither a
+    pure data movement (fvcore ignores those) nor in :data:`ELEMENTWISE_OPS`, so a new matrix product
+    shows up there instead of being silently dropped.
+    """
     from fvcore.nn import FlopCountAnalysis
     model.eval()
     x = torch.randn(tuple(shape))
     with torch.no_grad():
         fca = FlopCountAnalysis(_Forward(model, scope), x)
+        fca.set_op_handle(**EXTRA_HANDLES)
         fca.unsupported_ops_warnings(False)
         fca.uncalled_modules_warnings(False)
         fca.tracer_warnings('none')
         total = fca.total()
-        skipped = dict(fca.unsupported_ops())
+        skipped = {k: v for k, v in fca.unsupported_ops().items() if k not in ELEMENTWISE_OPS}
     return int(total), skipped
 
 
