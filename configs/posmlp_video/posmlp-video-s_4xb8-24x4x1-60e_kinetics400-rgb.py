@@ -126,7 +126,9 @@ optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=base_lr, betas=(0.9, 0.999), weight_decay=0.05),
     # official ZERO_WD_1D_PARAM; the official token biases are (1, N, 1) tensors and are decayed
     paramwise_cfg=dict(norm_decay_mult=0.0, bias_decay_mult=0.0, flat_decay_mult=0.0,
-                       custom_keys={'.token_bias': dict(decay_mult=1.0)}))
+                       custom_keys={'.token_bias': dict(decay_mult=1.0)}),
+    # tools/train_net.py: loss_scaler(..., clip_grad=cfg.SOLVER.CLIP_GRADIENT), default 20 (L2 norm)
+    clip_grad=dict(max_norm=20.0))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-6 / base_lr, by_epoch=True, begin=0, end=10,
          convert_to_iter_based=True),

@@ -34,7 +34,15 @@ import torch.nn as nn
 # config-name glob -> (params M, GFLOPs or None, source[, input of the reported FLOPs]); the papers'
 # numbers, *reported*, not measured. The FLOPs difference is only computed where input and counted part match.
 _WAVE_SEG = ('Wave-MLP paper Table 4 (full segmentor; FLOPs presumably at 512x2048, the PVT '
-             'Semantic-FPN convention: 4x ours at 512x512 is within 6%)')
+             'Semantic-FPN convention: 4x ours at 512x512 is within 6%); its params match the depthwise-phase '
+             '(-dw) backbones, not the fc-phase ones')
+_WAVE_DET = ('Wave-MLP paper Table 3 (full detector); its params match the depthwise-phase (-dw) backbones, '
+             'not the fc-phase ones')
+_CPVT_GAP = ('CPVT ships 0-5 PEGs; the paper prints 5.9M (tiny) / 22.9M (small) for "0-5" in Table 12 and '
+             '6 / 23 / 88M in Tables 3, 4 and 15, ours is DeiT minus the position table plus five 3x3 depthwise '
+             'PEGs (Table 2 / 9: 6 / 22 / 86M are the single-PEG "0-1" model and the bare architecture)')
+_VIDEO_ABL = 'PosMLP-Video paper Table {} (SSV1, 16x224x224, one view)'
+
 REPORTED = {
     'posmlp-t_*in1k*': (21, 5.2, 'PosMLP paper Table 2'),
     'posmlp-s_*in1k*': (37, 8.7, 'PosMLP paper Table 2'),
@@ -48,22 +56,40 @@ REPORTED = {
     'wavemlp-s_*in1k*': (30, 4.5, 'Wave-MLP paper Table 2'),
     'wavemlp-m_*in1k*': (44, 7.9, 'Wave-MLP paper Table 2'),
     'wavemlp-b_*in1k*': (63, 10.2, 'Wave-MLP paper Table 2'),
-    'retinanet_wavemlp-t_fpn_1x*': (25.3, 196.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'retinanet_wavemlp-s_fpn_1x*': (37.1, 231.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'retinanet_wavemlp-m_fpn_1x*': (49.4, 291.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'retinanet_wavemlp-b_fpn_1x*': (66.1, 333.9, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-t_fpn_1x*': (35.2, 214.6, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-s_fpn_1x*': (47.0, 250.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-m_fpn_1x*': (59.6, 311.5, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-b_fpn_1x*': (75.1, 353.2, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'fpn_wavemlp-t_*ade20k*': (19.3, 131, _WAVE_SEG, '512x2048'),
-    'fpn_wavemlp-s_*ade20k*': (31.2, 168, _WAVE_SEG, '512x2048'),
-    'fpn_wavemlp-m_*ade20k*': (43.3, 231, _WAVE_SEG, '512x2048'),
-    'cpvt-ti_*in1k*': (6, None, 'CPVT paper Tables 2-3'),
-    'cpvt-ti-gap_*in1k*': (6, None, 'CPVT paper Tables 2-3'),
-    'cpvt-s_*in1k*': (23, None, 'CPVT paper Tables 2-3'),
-    'cpvt-s-gap_*in1k*': (23, None, 'CPVT paper Tables 2-3'),
-    'cpvt-b_*in1k*': (86, None, 'CPVT paper Tables 2-3'),
+    'retinanet_wavemlp-t-dw_fpn_1x*': (25.3, 196.3, _WAVE_DET, '800x1280'),
+    'retinanet_wavemlp-s-dw_fpn_1x*': (37.1, 231.3, _WAVE_DET, '800x1280'),
+    'retinanet_wavemlp-m-dw_fpn_1x*': (49.4, 291.3, _WAVE_DET, '800x1280'),
+    'retinanet_wavemlp-b-dw_fpn_1x*': (66.1, 333.9, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-t-dw_fpn_1x*': (35.2, 214.6, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-s-dw_fpn_1x*': (47.0, 250.3, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-m-dw_fpn_1x*': (59.6, 311.5, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-b-dw_fpn_1x*': (75.1, 353.2, _WAVE_DET, '800x1280'),
+    'fpn_wavemlp-t-dw_*ade20k*': (19.3, 131, _WAVE_SEG, '512x2048'),
+    'fpn_wavemlp-s-dw_*ade20k*': (31.2, 168, _WAVE_SEG, '512x2048'),
+    'fpn_wavemlp-m-dw_*ade20k*': (43.3, 231, _WAVE_SEG, '512x2048'),
+    'cpvt-ti_*in1k*': (6, None, 'CPVT paper Table 4 (CPVT-Ti, 0-5 PEGs); ' + _CPVT_GAP),
+    'cpvt-ti-gap_*in1k*': (6, None, 'CPVT paper Table 4 (CPVT-Ti-GAP); ' + _CPVT_GAP),
+    'cpvt-s_*in1k*': (23, None, 'CPVT paper Table 4 (CPVT-S); ' + _CPVT_GAP),
+    'cpvt-s-gap_*in1k*': (23, 4.6, 'CPVT paper Tables 4 and 15 (CPVT-S-GAP); ' + _CPVT_GAP),
+    'cpvt-b_*in1k*': (88, None, 'CPVT paper Table 4 (CPVT-B); ' + _CPVT_GAP),
+    'cpvt-b-gap_*in1k*': (88, None, 'CPVT paper Table 4 (CPVT-B-GAP); ' + _CPVT_GAP),
+    'pvt-peg-t-gap_*in1k*': (13, None, 'CPVT paper Table 13 (PVT-tiny+PEG+GAP)'),
+    'pvt-peg-s-gap_*in1k*': (25, 3.8, 'CPVT paper Tables 13 and 15 (PVT-small+PEG+GAP)'),
+    'pvt-peg-m-gap_*in1k*': (44, None, 'CPVT paper Table 13 (PVT-Medium+PEG+GAP)'),
+    'posmlp-video-s-posgu_*': (7.95, 25.08, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-potgu_*': (7.65, 20.32, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-postgu_*': (17.19, 103.09, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-potgu2posgu_*': (13.51, 40.49, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-posgu2potgu_*': (13.51, 40.49, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-scratch_*': (13.51, 40.49, _VIDEO_ABL.format('3 / 5 / 8 (V1)')),
+    'posmlp-video-s-sgu-tgu_*': (13.83, 40.76, _VIDEO_ABL.format(3)),
+    'posmlp-video-s_4xb8-u16-60e_sthv1-rgb': (13.51, 40.49, _VIDEO_ABL.format('3 (IN-1K row)')),
+    'posmlp-video-s-w8x14_*': (13.50, 20.38, _VIDEO_ABL.format(5)),
+    'posmlp-video-s-w16x7_*': (13.30, 36.64, _VIDEO_ABL.format(5)),
+    'posmlp-video-s-w16x28_*': (13.57, 46.86, _VIDEO_ABL.format(5)),
+    'posmlp-video-s-v2_*': (13.49, 40.35, _VIDEO_ABL.format(8)),
+    'posmlp-video-s-v3_*': (9.80, 30.46, _VIDEO_ABL.format(8)),
+    'posmlp-video-s-v4_*': (7.96, 25.52, _VIDEO_ABL.format(8)),
 }
 
 INPUTS = {'mmpretrain': (1, 3, 224, 224), 'mmseg': (1, 3, 512, 512), 'mmdet': (1, 3, 800, 1280),
