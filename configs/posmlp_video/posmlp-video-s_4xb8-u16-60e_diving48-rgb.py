@@ -24,8 +24,9 @@ model = dict(
                       prefix='backbone.', inflate=True)),
     data_preprocessor=dict(
         type='ActionDataPreprocessor',
-        mean=[123.675, 116.28, 103.53],
-        std=[58.395, 57.12, 57.375],
+        # PySlowFast's DATA.MEAN / DATA.STD defaults (0.45 / 0.225 x 255), which no official yaml overrides
+        mean=[114.75, 114.75, 114.75],
+        std=[57.375, 57.375, 57.375],
         format_shape='NCTHW',
         blending=dict(
             type='RandomBatchAugment',
