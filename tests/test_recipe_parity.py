@@ -357,3 +357,28 @@ def test_training_steps_match_official(family):
     # the lr really went through the warm-up into the cosine
     last_lr = official.lr_wd()
     assert max(v[0] for v in last_lr.values()) < spec['args']['lr']
+
+
+@pytest.mark.parametrize('family', list(OFFICIAL))
+def test_whole_lr_schedule_matches_timm(family):
+    """Every epoch of the official schedule (warm-up, cosine, timm's cool-down) from the config."""
+    from mmengine.config import Config
+    from mmengine.optim import OptimWrapper
+    from mmengine.registry import PARAM_SCHEDULERS, DefaultScope
+    from timm.optim import create_optimizer_v2
+    from timm.scheduler import create_scheduler
+    spec = OFFICIAL[family]
+    cfg = Config.fromfile(osp.join(ROOT, spec['config']))
+    p, q = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    ref = create_optimizer_v2([p], opt='adamw', lr=spec['args']['lr'], weight_decay=0.)
+    sched, num_epochs = create_scheduler(SimpleNamespace(**spec['args']), ref)
+    ow = OptimWrapper(torch.optim.AdamW([q], lr=cfg.optim_wrapper.optimizer.lr))
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        ours = [PARAM_SCHEDULERS.build(dict(s, optimizer=ow)) for s in copy.deepcopy(cfg.param_scheduler)]
+    assert num_epochs == cfg.train_cfg.max_epochs
+    for epoch in range(num_epochs):
+        a, b = ow.optimizer.param_groups[0]['lr'], ref.param_groups[0]['lr']
+        assert math.isclose(a, b, rel_tol=1e-12), (family, epoch, a, b)
+        sched.step(epoch + 1)
+        for s in ours:
+            s.step()
