@@ -4,7 +4,9 @@ Counter and conventions
 -----------------------
 * FLOPs are counted with ``fvcore.nn.FlopCountAnalysis`` (a ``torch.jit`` trace); fvcore counts
   **one multiply-add as one FLOP** for convolutions, linear layers, ``matmul``/``bmm``/``einsum``,
-  the convention of the papers' tables. fvcore's default handlers also add small per-element
+  the convention of the papers' tables. :data:`EXTRA_HANDLES` adds the matrix products fvcore skips:
+  attention through ``scaled_dot_product_attention`` (``q k^T`` and ``attn v``) and the gating units'
+  token mixing written as ``baddbmm``. fvcore's default handlers also add small per-element
   counts for batch/layer/group norms, adaptive average pooling and up-sampling; element-wise
   add/mul, softmax and activations are not counted (the skipped op names are listed per config
   in ``--json``).
@@ -347,8 +349,10 @@ def markdown_table(rows, header_note: str = '') -> str:
            header_note,
            '',
            'Counter: `fvcore.nn.FlopCountAnalysis`, **1 multiply-add = 1 FLOP** (the papers\' convention) for '
-           'convolutions, linear layers and matmul/bmm/einsum; fvcore\'s default handlers add small per-element '
-           'counts for norms, adaptive pooling and up-sampling; element-wise add/mul, softmax and activations '
+           'convolutions, linear layers, matmul/bmm/einsum, attention (`scaled_dot_product_attention`: '
+           '`q k^T` and `attn v`) and the gating units\' token mixing (`baddbmm`); fvcore\'s default handlers '
+           'add small per-element '
+           'counts for norms, adaptive pooling and up-sampling; element-wise add/mul (the gating product included), softmax and activations '
            'are not counted. Inputs and counted parts: '
            'classification 224x224, whole model; segmentation 512x512, backbone+neck+heads; detection '
            '800x1280, **backbone+neck only** (the papers\' detector FLOPs include the RPN/RoI heads, so ours '
