@@ -86,7 +86,8 @@ OFFICIAL = {
         no_weight_decay=(),
         ema_evaluated=False),
 }
-# timm's train.py trains epochs + cooldown_epochs; DeiT/Twins main.py train args.epochs.
+# Epochs the official loop runs: timm's train.py trains epochs + cooldown_epochs (create_scheduler's
+# num_epochs); DeiT / Twins main.py train args.epochs.
 OFFICIAL_EPOCHS = {'posmlp': 310, 'wavemlp': 310, 'deit-imlp': 300, 'cpvt': 300, 'pcpvt': 300,
                    'poolformer-imlp': 310}
 
@@ -194,8 +195,9 @@ def _build(family):
 # ---------------------------------------------------------------------------------------------- both sides
 def _batches(n, size, num_classes, seed=1):
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(2, 3, *size, generator=g, dtype=torch.float64),
-             torch.randint(0, num_classes, (2, ), generator=g)) for _ in range(n)]
+    batch = 1 if size[0] > 100 else 2  # PosMLP needs 224 x 224: keep its steps cheap
+    return [(torch.randn(batch, 3, *size, generator=g, dtype=torch.float64),
+             torch.randint(0, num_classes, (batch, ), generator=g)) for _ in range(n)]
 
 
 class _Ours:
@@ -212,7 +214,10 @@ class _Ours:
             for s in copy.deepcopy(cfg.param_scheduler):
                 assert not s.pop('convert_to_iter_based', False), 'official schedules step per epoch'
                 self.scheds.append(PARAM_SCHEDULERS.build(dict(s, optimizer=self.ow)))
-            self.hooks = [HOOKS.build(copy.deepcopy(h)) for h in cfg.get('custom_hooks', [])]
+            hooks = copy.deepcopy(cfg.get('custom_hooks', []))
+            for h in hooks:
+                h.pop('priority', None)  # the runner's, not the hook's
+            self.hooks = [HOOKS.build(h) for h in hooks]
         self.runner = SimpleNamespace(model=model, iter=0, epoch=0, max_epochs=cfg.train_cfg.max_epochs,
                                       max_iters=cfg.train_cfg.max_epochs * EPOCH_LENGTH)
         for h in self.hooks:
@@ -326,7 +331,6 @@ def test_training_steps_match_official(family):
     cfg, model, expected_decay, size = _build(family)
     ref_model = copy.deepcopy(model)
     ours, official = _Ours(cfg, model), _Official(spec['args'], ref_model, expected_decay)
-    assert official.num_epochs == OFFICIAL_EPOCHS[family]
     epochs = spec['args']['warmup_epochs'] + 2
     batches = _batches(epochs * EPOCH_LENGTH, size, cfg.model.head.num_classes)
     it = 0
@@ -343,17 +347,19 @@ def test_training_steps_match_official(family):
             la = ours.step(x, y, it, epoch)
             torch.manual_seed(1000 + it)
             lb = official.step(x, y)
-            assert torch.allclose(la, lb, rtol=1e-10, atol=0), (family, it, float(la), float(lb))
+            # mmpretrain's LabelSmoothLoss builds its smoothed targets in float32: ~1e-8 relative
+            assert torch.allclose(la, lb, rtol=1e-6, atol=0), (family, it, float(la), float(lb))
             it += 1
         ours.end_epoch()
         official.end_epoch(epoch)
     for (n, p), q in zip(model.named_parameters(), ref_model.parameters()):
-        assert torch.allclose(p, q, rtol=1e-9, atol=1e-12), (family, n, float((p - q).abs().max()))
+        # float32 label smoothing (above) leaves ~1e-11; an lr or decay mismatch moves weights by > 1e-7
+        assert torch.allclose(p, q, rtol=1e-8, atol=1e-10), (family, n, float((p - q).abs().max()))
     if spec['ema_evaluated']:
         ema_ours, ema_ref = ours.ema(), official.ema_model.module.state_dict()
         for k, v in ema_ref.items():
             if v.is_floating_point():
-                assert torch.allclose(ema_ours[k], v, rtol=1e-9, atol=1e-12), (family, k)
+                assert torch.allclose(ema_ours[k], v, rtol=1e-8, atol=1e-10), (family, k)
     # the lr really went through the warm-up into the cosine
     last_lr = official.lr_wd()
     assert max(v[0] for v in last_lr.values()) < spec['args']['lr']
@@ -375,8 +381,9 @@ def test_whole_lr_schedule_matches_timm(family):
     ow = OptimWrapper(torch.optim.AdamW([q], lr=cfg.optim_wrapper.optimizer.lr))
     with DefaultScope.overwrite_default_scope('mmpretrain'):
         ours = [PARAM_SCHEDULERS.build(dict(s, optimizer=ow)) for s in copy.deepcopy(cfg.param_scheduler)]
-    assert num_epochs == cfg.train_cfg.max_epochs
-    for epoch in range(num_epochs):
+    assert OFFICIAL_EPOCHS[family] in (num_epochs, spec['args']['epochs'])
+    assert cfg.train_cfg.max_epochs == OFFICIAL_EPOCHS[family]
+    for epoch in range(OFFICIAL_EPOCHS[family]):
         a, b = ow.optimizer.param_groups[0]['lr'], ref.param_groups[0]['lr']
         assert math.isclose(a, b, rel_tol=1e-12), (family, epoch, a, b)
         sched.step(epoch + 1)

@@ -12,7 +12,8 @@
 # Test: crop_pct 0.9 (official default_cfgs) -> bicubic (PIL) resize of the short side to
 # floor(224 / 0.9) = 248, centre crop 224.
 # Restored against mmpretrain's PoolFormer config: Mixup/CutMix and label smoothing (none), drop path
-# (0.1 for every size), 5 warm-up epochs (20), no clipping (5.0), 310 epochs (300).
+# (0.1 for every size), 5 warm-up epochs (20), no clipping (5.0), 310 epochs (300), a trained stem
+# (mmpretrain's PoolFormer freezes the patch embedding: frozen_stages=0).
 # Kept deviation: the official --train-interpolation random (a random PIL filter per image) is bicubic here.
 _base_ = 'mmpretrain::poolformer/poolformer-s12_32xb128_in1k.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
@@ -20,6 +21,7 @@ custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 model = dict(
     backbone=dict(
         type='mmposmlp.PoolFormerIMLP',
+        frozen_stages=-1,  # mmpretrain's default 0 freezes the stem conv; the official code trains it
         drop_path_rate=0.1,
         ffn_cfg=dict(type='mmposmlp.IMLP', expansion_ratio=2, kernel_size=3)),
     head=dict(loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1, mode='original')),
