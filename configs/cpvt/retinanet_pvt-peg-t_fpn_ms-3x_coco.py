@@ -27,7 +27,8 @@ train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
 max_epochs = 36
 train_cfg = dict(max_epochs=max_epochs)
 param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
+    # end=501: mmcv 1.x's 500-iteration warm-up (see the 1x config)
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
     dict(
         type='MultiStepLR',
         begin=0,
