@@ -389,3 +389,79 @@ def test_whole_lr_schedule_matches_timm(family):
         sched.step(epoch + 1)
         for s in ours:
             s.step()
+
+
+def test_timm_ema_hook_and_schedule_in_a_runner(tmp_path):
+    """In mmengine's Runner (weights initialised after the EMA copy is built) the hook and the schedule give
+    timm's ModelEmaV2 and CosineLRScheduler values; a resumed average (steps > 0) is not restarted."""
+    from mmengine.model import BaseModel
+    from mmengine.runner import Runner
+    from timm.utils import ModelEmaV2
+    import mmposmlp.engine  # noqa: F401
+
+    class Toy(BaseModel):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 1)
+            self.bn = torch.nn.BatchNorm1d(3)
+
+        def init_weights(self):  # the runner initialises after EMAHook.before_run copied the model
+            torch.nn.init.constant_(self.fc.weight, 0.5)
+
+        def forward(self, inputs, labels=None, mode='tensor'):
+            x = torch.stack(inputs) if isinstance(inputs, list) else inputs
+            out = self.fc(self.bn(x)).squeeze(1)
+            if mode == 'loss':
+                y = torch.stack(labels) if isinstance(labels, list) else labels
+                return dict(loss=((out - y) ** 2).mean())
+            return out
+
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randn(3, generator=g), torch.randn((), generator=g)) for _ in range(8)]
+    loader = dict(dataset=data, batch_size=4, sampler=dict(type='DefaultSampler', shuffle=False),
+                  collate_fn=dict(type='default_collate'))
+    seen, lrs = [], []
+
+    from mmengine.hooks import Hook
+
+    class Record(Hook):
+        priority = 'LOWEST'
+
+        def before_train(self, runner):
+            seen.append({k: v.clone() for k, v in runner.model.state_dict().items()})
+
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            seen.append({k: v.clone() for k, v in runner.model.state_dict().items()})
+            lrs.append(runner.optim_wrapper.get_lr()['lr'][0])
+
+    def make(max_epochs, resume):  # noqa: E306
+        return Runner(model=Toy(), work_dir=str(tmp_path), train_dataloader=loader,
+                      optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)), train_cfg=dict(by_epoch=True,
+                                                                                            max_epochs=max_epochs),
+                      param_scheduler=[dict(type='mmposmlp.TimmCosineLR', T_max=4, eta_min=1e-3, warmup_steps=2,
+                                            warmup_value=1e-2, by_epoch=True)],
+                      custom_hooks=[dict(type='mmposmlp.TimmEMAHook', momentum=0.2, priority='ABOVE_NORMAL'),
+                                    Record()],
+                      default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1)),
+                      resume=resume, randomness=dict(seed=0), default_scope='mmengine')
+    runner = make(4, False)
+    runner.train()
+    ema_hook = [h for h in runner.hooks if type(h).__name__ == 'TimmEMAHook'][0]
+    resumed = copy.deepcopy(ema_hook.ema_model.module.state_dict())
+    ema_hook.before_train(runner)  # as after a resume: steps > 0 keeps the average
+    assert all(torch.equal(v, ema_hook.ema_model.module.state_dict()[k]) for k, v in resumed.items())
+    # replay with timm: the EMA starts from the initialised weights (first record) and averages every state
+    ref_model = Toy()
+    ref_model.load_state_dict(seen[0])
+    ema = ModelEmaV2(ref_model, decay=0.8)
+    for state in seen[1:]:
+        ref_model.load_state_dict(state)
+        ema.update(ref_model)
+    for k, v in ema.module.state_dict().items():
+        if v.is_floating_point():
+            assert torch.allclose(ema_hook.ema_model.module.state_dict()[k], v, rtol=1e-6), k
+    timm_lr = [1e-2 + e * (0.1 - 1e-2) / 2 if e < 2 else 1e-3 + 0.5 * (0.1 - 1e-3) * (1 + math.cos(math.pi * e / 4))
+               for e in range(4)]
+    assert len(lrs) == 8
+    for i, lr in enumerate(lrs):
+        assert math.isclose(lr, timm_lr[i // 2], rel_tol=1e-12), (i, lr, timm_lr[i // 2])
