@@ -325,6 +325,20 @@ def test_recipe_arguments(family):
 
 
 @pytest.mark.parametrize('family', list(OFFICIAL))
+def test_weight_decay_matches_official(family):
+    """Which parameters get weight decay: ours vs timm's rule on the official parameter names."""
+    cfg, model, expected, _ = _build(family)
+    got = _Ours(cfg, model).lr_wd()
+    assert got.keys() == expected.keys()
+    wrong = [n for n in got if (got[n][1] > 0) != expected[n]]
+    assert not wrong, f'{family}: weight decay differs from the official trainer for {wrong}'
+    assert any(expected.values()) and not all(expected.values())
+
+
+# PosMLP's test model needs 224 x 224 inputs: its 24 steps take ~15-50 s (slow); its schedule, weight decay
+# and arguments are checked by the fast tests above and below.
+@pytest.mark.parametrize('family', [pytest.param(f, marks=pytest.mark.slow) if f == 'posmlp' else f
+                                    for f in OFFICIAL])
 def test_training_steps_match_official(family):
     """k steps through the warm-up into the cosine: lr / weight decay per parameter, weights, EMA."""
     spec = OFFICIAL[family]
