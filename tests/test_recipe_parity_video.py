@@ -216,3 +216,21 @@ def test_video_training_steps_match_slowfast():
                 s.step()
     for (n, p), q in zip(model.named_parameters(), ref.parameters()):
         assert torch.allclose(p, q, rtol=1e-8, atol=1e-10), (n, float((p - q).abs().max()))
+
+
+ABLATIONS = sorted(osp.basename(p) for p in __import__('glob').glob(
+    osp.join(ROOT, 'configs', 'posmlp_video', 'posmlp-video-s-*_4xb8-u16-60e_sthv1-rgb.py')))
+
+
+@pytest.mark.parametrize('name', ABLATIONS)
+def test_ablations_test_16x1x1(name):
+    """The paper's ablation tables (3, 5, 7, 8) are "16x1x1": 16 frames, one crop, one clip."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'posmlp_video', name))
+    pipe = cfg.test_dataloader.dataset.pipeline
+    types = [t['type'] for t in pipe]
+    assert 'ThreeCrop' not in types and 'TenCrop' not in types and 'CenterCrop' in types
+    sampler = pipe[0]
+    assert sampler['type'] == 'UniformSample' and sampler['clip_len'] == 16 and sampler.get('num_clips', 1) == 1
+    resize = next(t for t in pipe if t['type'] == 'Resize')
+    assert tuple(resize['scale']) == (-1, 224)  # SlowFast single-crop test: short side = TEST_CROP_SIZE
