@@ -109,8 +109,19 @@ def _configs_with_paper_flops():
 TOLERANCE = 0.05
 
 
+# Known disagreement, kept visible: PosMLP-Video Table 5 prints 20.38G for 8-frame windows, half of the
+# 16-frame windows' 40.49G, as if counted on 8 input frames; windows do not change the FC layers that carry
+# most FLOPs, and the 16-frame clip of the config counts 40.27G.
+KNOWN_MISMATCH = {'posmlp-video-s-w8x14_4xb8-u16-60e_sthv1-rgb'}
+
+
+def _flops_params():
+    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason='paper figure for another input'))
+            if osp.basename(p)[:-3] in KNOWN_MISMATCH else p for p in _configs_with_paper_flops()]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize('cfg_path', _configs_with_paper_flops(), ids=lambda p: osp.basename(p)[:-3])
+@pytest.mark.parametrize('cfg_path', _flops_params(), ids=lambda p: osp.basename(p)[:-3])
 def test_flops_match_every_paper_figure(cfg_path):
     row = C.config_complexity(cfg_path)
     rep = row['reported']
