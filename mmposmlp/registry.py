@@ -7,6 +7,7 @@ modules as ``type='mmposmlp.X'``: mmengine imports ``mmposmlp.registry`` and the
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import DefaultScope, Registry
 
@@ -45,6 +46,8 @@ MODELS = PluginRegistry('model', parent=MMENGINE_MODELS, scope=SCOPE, locations=
 TRANSFORMS = PluginRegistry('transform', parent=MMENGINE_TRANSFORMS, scope=SCOPE, locations=['mmposmlp.datasets'])
 DATASETS = PluginRegistry('dataset', parent=MMENGINE_DATASETS, scope=SCOPE, locations=['mmposmlp.datasets'])
 HOOKS = PluginRegistry('hook', parent=MMENGINE_HOOKS, scope=SCOPE, locations=['mmposmlp.engine'])
+PARAM_SCHEDULERS = PluginRegistry('parameter scheduler', parent=MMENGINE_PARAM_SCHEDULERS, scope=SCOPE,
+                                  locations=['mmposmlp.engine'])
 
 
 def _registered_names(registry_name: str) -> list:

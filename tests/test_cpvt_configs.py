@@ -94,8 +94,12 @@ def test_recipes():
     assert ti.train_dataloader.batch_size * 8 == 1024 and ti.train_cfg.max_epochs == 300
     ms = Config.fromfile(osp.join(CFG_DIR, 'retinanet_pvt-peg-s_fpn_ms-3x_coco.py'))
     assert ms.train_cfg.max_epochs == 36
-    resize = [t for t in ms.train_dataloader.dataset.pipeline if t.type == 'RandomResize'][0]
-    assert resize.scale == [(1333, 640), (1333, 800)]
+    # the authors' 3x config (Twins retinanet_pcpvt_s_fpn_3x_ms_coco.py): DETR-style multi-scale choice
+    choice = [t for t in ms.train_dataloader.dataset.pipeline if t.type == 'RandomChoice'][0]
+    first, second = choice.transforms
+    assert first[0].scales[0] == (480, 1333) and first[0].scales[-1] == (800, 1333) and len(first[0].scales) == 11
+    assert [t.type for t in second] == ['RandomChoiceResize', 'RandomCrop', 'RandomChoiceResize']
+    assert ms.optim_wrapper.optimizer.weight_decay == 0.05
     one = Config.fromfile(osp.join(CFG_DIR, 'retinanet_pvt-peg-t_fpn_1x_coco.py'))
     assert one.optim_wrapper.optimizer.type == 'AdamW' and one.optim_wrapper.optimizer.lr == 1e-4
     seg = Config.fromfile(osp.join(CFG_DIR, 'fpn_pvt-peg-t_4xb4-80k_ade20k-512x512.py'))

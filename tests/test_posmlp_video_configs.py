@@ -70,7 +70,7 @@ def test_config_builds(name):
     assert cfg.optim_wrapper.optimizer.type == 'AdamW' and cfg.optim_wrapper.optimizer.weight_decay == 0.05
     assert lr == (2e-4 if k400 else 4e-4)
     assert cfg.train_cfg.max_epochs == 60
-    assert cfg.param_scheduler[0].end == (10 if k400 else 5)
+    assert cfg.param_scheduler[0].warmup_steps == (10 if k400 else 5)
     assert cfg.train_dataloader.batch_size == 8
     dp = {'s': (0.05, 0.1), 'b': (0.1, 0.3), 'l': (0.2, 0.5)}[arch][0 if k400 else 1]
     assert cfg.model.backbone.drop_path_rate == dp

@@ -41,10 +41,11 @@ optim_wrapper = dict(
         }),
     clip_grad=None)
 
+# DeiT main.py: timm cosine (300 epochs, counted from epoch 0) with 5 warm-up epochs from 1e-6 to min_lr
+# 1e-5, stepped once per epoch; main.py trains args.epochs = 300 epochs (no cool-down epochs)
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=True, begin=0, end=5,
-         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', T_max=295, eta_min=1e-5, by_epoch=True, begin=5, end=300)
+    dict(type='mmposmlp.TimmCosineLR', T_max=300, eta_min=1e-5, warmup_steps=5, warmup_value=1e-6,
+         by_epoch=True)
 ]
 train_cfg = dict(by_epoch=True, max_epochs=300)
 auto_scale_lr = dict(base_batch_size=1024)

@@ -38,6 +38,7 @@ param_scheduler = [
         power=0.9,
         eta_min=1e-6,
         begin=0,
-        end=80000,
+        # mmcv 1.x poly: (1 - i / 80000) ** 0.9; mmengine's PolyLR divides by end - begin - 1
+        end=80001,
         by_epoch=False)
 ]

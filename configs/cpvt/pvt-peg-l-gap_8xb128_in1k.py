@@ -25,3 +25,11 @@ optim_wrapper = dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
         custom_keys={'.pegs.': dict(decay_mult=0.0)}))
+
+# Twins main.py (the DeiT trainer): timm cosine (300 epochs, counted from epoch 0) with 5 warm-up
+# epochs from 1e-6 to min_lr 1e-5, stepped once per epoch; it trains args.epochs = 300 epochs
+param_scheduler = [
+    dict(type='mmposmlp.TimmCosineLR', T_max=300, eta_min=1e-5, warmup_steps=5, warmup_value=1e-6,
+         by_epoch=True)
+]
+train_cfg = dict(by_epoch=True, max_epochs=300, val_interval=1)

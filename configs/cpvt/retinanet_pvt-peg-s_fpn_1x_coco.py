@@ -20,3 +20,10 @@ model = dict(
             checkpoint='checkpoints/pvt-peg-s-gap_in1k_mmposmlp.pth',
             prefix='backbone.')),
     neck=dict(in_channels=[64, 128, 320, 512]))
+
+# mmcv 1.x (the official mmdet 2.x configs) warms up linearly to the full lr at iteration 500
+# (lr x (0.001 + 0.999 i / 500)); mmengine's LinearLR reaches it at end - 1, hence end=501.
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
+    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1)
+]

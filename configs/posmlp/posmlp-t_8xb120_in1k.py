@@ -52,12 +52,14 @@ optim_wrapper = dict(
     paramwise_cfg=dict(norm_decay_mult=0.0, bias_decay_mult=0.0, flat_decay_mult=0.0,
                        custom_keys={'.token_bias': dict(decay_mult=1.0)}),
     clip_grad=dict(max_norm=1.0))
+# timm create_scheduler (official trainer): 10 warm-up epochs from 1e-5, then the cosine of 300 epochs
+# counted from epoch 0, stepped once per epoch, and 10 cool-down epochs at the minimum lr (310 in all)
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-2, by_epoch=True, begin=0, end=10, convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=True, begin=10, end=300),
+    dict(type='mmposmlp.TimmCosineLR', T_max=300, eta_min=1e-5, warmup_steps=10, warmup_value=1e-5,
+         by_epoch=True)
 ]
-train_cfg = dict(by_epoch=True, max_epochs=300, val_interval=1)
+train_cfg = dict(by_epoch=True, max_epochs=310, val_interval=1)
 val_cfg = dict()
 test_cfg = dict()
-custom_hooks = [dict(type='EMAHook', momentum=8e-5, priority='ABOVE_NORMAL')]  # decay 0.99992
+custom_hooks = [dict(type='mmposmlp.TimmEMAHook', momentum=8e-5, priority='ABOVE_NORMAL')]  # decay 0.99992
 auto_scale_lr = dict(base_batch_size=960)

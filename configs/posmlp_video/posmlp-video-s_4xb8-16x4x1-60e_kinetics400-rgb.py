@@ -24,8 +24,9 @@ model = dict(
                       prefix='backbone.', inflate=True)),
     data_preprocessor=dict(
         type='ActionDataPreprocessor',
-        mean=[123.675, 116.28, 103.53],
-        std=[58.395, 57.12, 57.375],
+        # PySlowFast's DATA.MEAN / DATA.STD defaults (0.45 / 0.225 x 255), which no official yaml overrides
+        mean=[114.75, 114.75, 114.75],
+        std=[57.375, 57.375, 57.375],
         format_shape='NCTHW',
         blending=dict(
             type='RandomBatchAugment',
@@ -126,12 +127,15 @@ optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=base_lr, betas=(0.9, 0.999), weight_decay=0.05),
     # official ZERO_WD_1D_PARAM; the official token biases are (1, N, 1) tensors and are decayed
     paramwise_cfg=dict(norm_decay_mult=0.0, bias_decay_mult=0.0, flat_decay_mult=0.0,
-                       custom_keys={'.token_bias': dict(decay_mult=1.0)}))
+                       custom_keys={'.token_bias': dict(decay_mult=1.0)}),
+    # tools/train_net.py: loss_scaler(..., clip_grad=cfg.SOLVER.CLIP_GRADIENT), default 20 (L2 norm)
+    clip_grad=dict(max_norm=20.0))
+# PySlowFast lr_policy (official trainer): linear warm-up from WARMUP_START_LR 1e-6 over 10 epochs to the
+# cosine (COSINE_AFTER_WARMUP) ending at COSINE_END_LR 1e-6, evaluated before every iteration at the
+# fractional epoch (mmengine's LinearLR would reach the full lr one iteration early)
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-6 / base_lr, by_epoch=True, begin=0, end=10,
-         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', T_max=50, eta_min=1e-6, by_epoch=True, begin=10, end=60,
-         convert_to_iter_based=True)
+    dict(type='mmposmlp.SlowFastCosineLR', T_max=60, eta_min=1e-6, warmup_steps=10, warmup_value=1e-6,
+         cosine_after_warmup=True, by_epoch=True, convert_to_iter_based=True)
 ]
 
 default_hooks = dict(checkpoint=dict(interval=5, max_keep_ckpts=3), logger=dict(interval=100))

@@ -43,10 +43,12 @@ test_dataloader = val_dataloader
 optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05, eps=1e-8, betas=(0.9, 0.999)))
 # timm: warmup 5 epochs from 1e-6, cosine to min_lr 1e-5 (per-epoch steps)
+# timm create_scheduler (official train.py): 5 warm-up epochs from 1e-6, then the cosine of 300 epochs
+# counted from epoch 0 to min_lr 1e-5, stepped once per epoch, and 10 cool-down epochs at 1e-5 (310 in all)
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=True, begin=0, end=5),
-    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=True, begin=5, end=300),
+    dict(type='mmposmlp.TimmCosineLR', T_max=300, eta_min=1e-5, warmup_steps=5, warmup_value=1e-6,
+         by_epoch=True)
 ]
-train_cfg = dict(by_epoch=True, max_epochs=300, val_interval=1)
-custom_hooks = [dict(type='EMAHook', momentum=4e-5, priority='ABOVE_NORMAL')]  # 1 - 0.99996
+train_cfg = dict(by_epoch=True, max_epochs=310, val_interval=1)
+custom_hooks = [dict(type='mmposmlp.TimmEMAHook', momentum=4e-5, priority='ABOVE_NORMAL')]  # 1 - 0.99996
 auto_scale_lr = dict(base_batch_size=1024)

@@ -4,7 +4,9 @@ Counter and conventions
 -----------------------
 * FLOPs are counted with ``fvcore.nn.FlopCountAnalysis`` (a ``torch.jit`` trace); fvcore counts
   **one multiply-add as one FLOP** for convolutions, linear layers, ``matmul``/``bmm``/``einsum``,
-  the convention of the papers' tables. fvcore's default handlers also add small per-element
+  the convention of the papers' tables. :data:`EXTRA_HANDLES` adds the matrix products fvcore skips:
+  attention through ``scaled_dot_product_attention`` (``q k^T`` and ``attn v``) and the gating units'
+  token mixing written as ``baddbmm``. fvcore's default handlers also add small per-element
   counts for batch/layer/group norms, adaptive average pooling and up-sampling; element-wise
   add/mul, softmax and activations are not counted (the skipped op names are listed per config
   in ``--json``).
@@ -34,7 +36,15 @@ import torch.nn as nn
 # config-name glob -> (params M, GFLOPs or None, source[, input of the reported FLOPs]); the papers'
 # numbers, *reported*, not measured. The FLOPs difference is only computed where input and counted part match.
 _WAVE_SEG = ('Wave-MLP paper Table 4 (full segmentor; FLOPs presumably at 512x2048, the PVT '
-             'Semantic-FPN convention: 4x ours at 512x512 is within 6%)')
+             'Semantic-FPN convention: 4x ours at 512x512 is within 6%); its params match the depthwise-phase '
+             '(-dw) backbones, not the fc-phase ones')
+_WAVE_DET = ('Wave-MLP paper Table 3 (full detector); its params match the depthwise-phase (-dw) backbones, '
+             'not the fc-phase ones')
+_CPVT_GAP = ('CPVT ships 0-5 PEGs; the paper prints 5.9M (tiny) / 22.9M (small) for "0-5" in Table 12 and '
+             '6 / 23 / 88M in Tables 3, 4 and 15, ours is DeiT minus the position table plus five 3x3 depthwise '
+             'PEGs (Table 2 / 9: 6 / 22 / 86M are the single-PEG "0-1" model and the bare architecture)')
+_VIDEO_ABL = 'PosMLP-Video paper Table {} (SSV1, 16x224x224, one view)'
+
 REPORTED = {
     'posmlp-t_*in1k*': (21, 5.2, 'PosMLP paper Table 2'),
     'posmlp-s_*in1k*': (37, 8.7, 'PosMLP paper Table 2'),
@@ -48,22 +58,59 @@ REPORTED = {
     'wavemlp-s_*in1k*': (30, 4.5, 'Wave-MLP paper Table 2'),
     'wavemlp-m_*in1k*': (44, 7.9, 'Wave-MLP paper Table 2'),
     'wavemlp-b_*in1k*': (63, 10.2, 'Wave-MLP paper Table 2'),
-    'retinanet_wavemlp-t_fpn_1x*': (25.3, 196.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'retinanet_wavemlp-s_fpn_1x*': (37.1, 231.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'retinanet_wavemlp-m_fpn_1x*': (49.4, 291.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'retinanet_wavemlp-b_fpn_1x*': (66.1, 333.9, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-t_fpn_1x*': (35.2, 214.6, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-s_fpn_1x*': (47.0, 250.3, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-m_fpn_1x*': (59.6, 311.5, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'mask-rcnn_wavemlp-b_fpn_1x*': (75.1, 353.2, 'Wave-MLP paper Table 3 (full detector)', '800x1280'),
-    'fpn_wavemlp-t_*ade20k*': (19.3, 131, _WAVE_SEG, '512x2048'),
-    'fpn_wavemlp-s_*ade20k*': (31.2, 168, _WAVE_SEG, '512x2048'),
-    'fpn_wavemlp-m_*ade20k*': (43.3, 231, _WAVE_SEG, '512x2048'),
-    'cpvt-ti_*in1k*': (6, None, 'CPVT paper Tables 2-3'),
-    'cpvt-ti-gap_*in1k*': (6, None, 'CPVT paper Tables 2-3'),
-    'cpvt-s_*in1k*': (23, None, 'CPVT paper Tables 2-3'),
-    'cpvt-s-gap_*in1k*': (23, None, 'CPVT paper Tables 2-3'),
-    'cpvt-b_*in1k*': (86, None, 'CPVT paper Tables 2-3'),
+    'retinanet_wavemlp-t-dw_fpn_1x*': (25.3, 196.3, _WAVE_DET, '800x1280'),
+    'retinanet_wavemlp-s-dw_fpn_1x*': (37.1, 231.3, _WAVE_DET, '800x1280'),
+    'retinanet_wavemlp-m-dw_fpn_1x*': (49.4, 291.3, _WAVE_DET, '800x1280'),
+    'retinanet_wavemlp-b-dw_fpn_1x*': (66.1, 333.9, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-t-dw_fpn_1x*': (35.2, 214.6, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-s-dw_fpn_1x*': (47.0, 250.3, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-m-dw_fpn_1x*': (59.6, 311.5, _WAVE_DET, '800x1280'),
+    'mask-rcnn_wavemlp-b-dw_fpn_1x*': (75.1, 353.2, _WAVE_DET, '800x1280'),
+    'fpn_wavemlp-t-dw_*ade20k*': (19.3, 131, _WAVE_SEG, '512x2048'),
+    'fpn_wavemlp-s-dw_*ade20k*': (31.2, 168, _WAVE_SEG, '512x2048'),
+    'fpn_wavemlp-m-dw_*ade20k*': (43.3, 231, _WAVE_SEG, '512x2048'),
+    'cpvt-ti_*in1k*': (6, None, 'CPVT paper Table 4 (CPVT-Ti, 0-5 PEGs); ' + _CPVT_GAP),
+    'cpvt-ti-gap_*in1k*': (6, None, 'CPVT paper Table 4 (CPVT-Ti-GAP); ' + _CPVT_GAP),
+    'cpvt-s_*in1k*': (23, None, 'CPVT paper Table 4 (CPVT-S); ' + _CPVT_GAP),
+    'cpvt-s-gap_*in1k*': (23, 4.6, 'CPVT paper Tables 4 and 15 (CPVT-S-GAP); ' + _CPVT_GAP),
+    'cpvt-b_*in1k*': (88, None, 'CPVT paper Table 4 (CPVT-B); ' + _CPVT_GAP),
+    'cpvt-b-gap_*in1k*': (88, None, 'CPVT paper Table 4 (CPVT-B-GAP); ' + _CPVT_GAP),
+    'pvt-peg-t-gap_*in1k*': (13, None, 'CPVT paper Table 13 (PVT-tiny+PEG+GAP)'),
+    'pvt-peg-s-gap_*in1k*': (25, 3.8, 'CPVT paper Tables 13 and 15 (PVT-small+PEG+GAP)'),
+    'pvt-peg-m-gap_*in1k*': (44, None, 'CPVT paper Table 13 (PVT-Medium+PEG+GAP)'),
+    'posmlp-video-s-posgu_*': (7.95, 25.08, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-potgu_*': (7.65, 20.32, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-postgu_*': (17.19, 103.09, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-potgu2posgu_*': (13.51, 40.49, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-posgu2potgu_*': (13.51, 40.49, _VIDEO_ABL.format(3)),
+    'posmlp-video-s-scratch_*': (13.51, 40.49, _VIDEO_ABL.format('3 / 5 / 8 (V1)')),
+    'posmlp-video-s-sgu-tgu_*': (13.83, 40.76, _VIDEO_ABL.format(3)),
+    'posmlp-video-s_4xb8-u16-60e_sthv1-rgb': (13.51, 40.49, _VIDEO_ABL.format('3 (IN-1K row)')),
+    'posmlp-video-s-w8x14_*': (13.50, 20.38, _VIDEO_ABL.format(5)),
+    'posmlp-video-s-w16x7_*': (13.30, 36.64, _VIDEO_ABL.format(5)),
+    'posmlp-video-s-w16x28_*': (13.57, 46.86, _VIDEO_ABL.format(5)),
+    'posmlp-video-s-v2_*': (13.49, 40.35, _VIDEO_ABL.format(8)),
+    'posmlp-video-s-v3_*': (9.80, 30.46, _VIDEO_ABL.format(8)),
+    'posmlp-video-s-v4_*': (7.96, 25.52, _VIDEO_ABL.format(8)),
+    'deit-ti-imlp_*': (5.00, 1.10, 'IMLP paper Table 1'),
+    'deit-s-imlp_*': (18.84, 3.93, 'IMLP paper Table 1'),
+    'deit-b-imlp_*': (73.66, 14.92, 'IMLP paper Table 1 (n = 5)'),
+    'swin-t-imlp_*in1k*': (24.29, 3.88, 'IMLP paper Table 1'),
+    'swin-s-imlp_*in1k*': (42.40, 7.49, 'IMLP paper Table 1'),
+    'swin-b-imlp_*in1k*': (75.45, 13.34, 'IMLP paper Table 1 (n = 5)'),
+    'poolformer-s12-imlp_*': (9.80, 1.48, 'IMLP paper Table 1'),
+    'poolformer-s24-imlp_*': (17.15, 2.72, 'IMLP paper Table 1'),
+    'poolformer-s36-imlp_*': (24.50, 3.97, 'IMLP paper Table 1'),
+    'poolformer-m36-imlp_*': (44.19, 6.93, 'IMLP paper Table 1'),
+    'poolformer-m48-imlp_*': (58.62, 9.46, 'IMLP paper Table 1 (n = 5)'),
+    'deit-ti-imlp-channel_*': (4.89, 1.08, 'IMLP paper Table 2 (w/ channel)'),
+    'deit-ti-imlp-spatial_*': (5.83, 1.28, 'IMLP paper Table 2 (w/ spatial)'),
+    'deit-ti-imlp-k1_*': (4.92, 1.08, 'IMLP paper Table 5 (n = 1)'),
+    'deit-ti-imlp-k5_*': (5.15, 1.13, 'IMLP paper Table 5 (n = 5)'),
+    'deit-ti-imlp-k7_*': (5.37, 1.17, 'IMLP paper Table 5 (n = 7)'),
+    'mask-rcnn_swin-t-imlp_*': (44, 251, 'IMLP paper Table 6 (full detector)', '800x1280'),
+    'upernet_swin-t-imlp_*': (56, 928, 'IMLP paper Table 7 (full segmentor; Swin\'s UperNet FLOPs are at 512x2048)',
+                              '512x2048'),
 }
 
 INPUTS = {'mmpretrain': (1, 3, 224, 224), 'mmseg': (1, 3, 512, 512), 'mmdet': (1, 3, 800, 1280),
@@ -93,18 +140,81 @@ class _Forward(nn.Module):
         return m(x, mode='tensor')
 
 
+def _shape(v):
+    from fvcore.nn.jit_handles import get_shape
+    return get_shape(v)
+
+
+def _prod(xs):
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+def sdpa_flop_jit(inputs, outputs) -> int:
+    """``scaled_dot_product_attention(q, k, v)``: ``q k^T`` and ``attn v``, one MAC per multiply-add.
+
+    q ``(..., L, E)``, k ``(..., S, E)``, v ``(..., S, Ev)``: ``batch * L * S * (E + Ev)`` (the scaling,
+    mask and softmax are element-wise and not counted, as for every other op).
+    """
+    q, k, v = (_shape(x) for x in inputs[:3])
+    batch = _prod(q[:-2])
+    return batch * q[-2] * k[-2] * (q[-1] + v[-1])
+
+
+def baddbmm_flop_jit(inputs, outputs) -> int:
+    """``baddbmm(input, b1, b2)`` / ``addbmm``: the batched product ``b1 @ b2`` (``B * n * m * p`` MACs)."""
+    b1, b2 = _shape(inputs[1]), _shape(inputs[2])
+    return b1[0] * b1[1] * b1[2] * b2[2]
+
+
+def addmv_flop_jit(inputs, outputs) -> int:
+    """``addmv(input, mat, vec)``: ``n * m`` MACs."""
+    return _prod(_shape(inputs[1]))
+
+
+#: fvcore has no handler for these matrix products (it lists them as skipped): attention through
+#: ``F.scaled_dot_product_attention`` (mmpretrain ViT / DeiT, PVT, CPVT) and the token mixing of the
+#: gating units written as ``baddbmm`` (PosMLP, PosMLP-Video).
+EXTRA_HANDLES = {
+    'aten::scaled_dot_product_attention': sdpa_flop_jit,
+    'aten::_scaled_dot_product_flash_attention_for_cpu': sdpa_flop_jit,
+    'aten::baddbmm': baddbmm_flop_jit,
+    'aten::addbmm': baddbmm_flop_jit,
+    'aten::addmv': addmv_flop_jit,
+}
+
+#: element-wise ops that no counter of the papers counts (their tables are multiply-accumulates of the
+#: matrix products and convolutions); listed so that ``skipped_ops`` shows only ops that could matter.
+ELEMENTWISE_OPS = frozenset(
+    'aten::' + n for n in (
+        'add', 'add_', 'sub', 'rsub', 'mul', 'mul_', 'div', 'div_', 'neg', 'pow', 'sqrt', 'rsqrt', 'exp', 'log',
+        'sin', 'cos', 'tanh', 'sigmoid', 'gelu', 'relu', 'relu_', 'silu', 'hardswish', 'softmax', 'log_softmax',
+        'erf', 'abs', 'clamp', 'clamp_min', 'mean', 'sum', 'max', 'min', 'avg_pool2d', 'avg_pool3d', 'max_pool2d',
+        'max_pool3d', 'dropout', 'dropout_', 'fill_', 'zero_', 'copy_', 'where', 'masked_fill', 'masked_fill_',
+        'lerp', 'addcmul', 'sign', 'floor', 'ceil', 'round', 'remainder', 'eq', 'ne', 'lt', 'gt', 'le', 'ge',
+        'cumsum', 'linalg_vector_norm', 'norm', 'reciprocal', 'square', 'sub_', 'add_'))
+
+
 def count_flops(model: nn.Module, shape, scope: Optional[str] = None) -> Tuple[int, Dict[str, int]]:
-    """(total FLOPs with 1 MAC = 1 FLOP, {skipped op: count}) of ``model`` on one random input."""
+    """(total FLOPs with 1 MAC = 1 FLOP, {skipped op: count}) of ``model`` on one random input.
+
+    fvcore's handlers plus :data:`EXTRA_HANDLES`; ``skipped`` lists every other op that is neither a
+    pure data movement (fvcore ignores those) nor in :data:`ELEMENTWISE_OPS`, so a new matrix product
+    shows up there instead of being silently dropped.
+    """
     from fvcore.nn import FlopCountAnalysis
     model.eval()
     x = torch.randn(tuple(shape))
     with torch.no_grad():
         fca = FlopCountAnalysis(_Forward(model, scope), x)
+        fca.set_op_handle(**EXTRA_HANDLES)
         fca.unsupported_ops_warnings(False)
         fca.uncalled_modules_warnings(False)
         fca.tracer_warnings('none')
         total = fca.total()
-        skipped = dict(fca.unsupported_ops())
+        skipped = {k: v for k, v in fca.unsupported_ops().items() if k not in ELEMENTWISE_OPS}
     return int(total), skipped
 
 
@@ -261,9 +371,10 @@ def markdown_table(rows, header_note: str = '') -> str:
            header_note,
            '',
            'Counter: `fvcore.nn.FlopCountAnalysis`, **1 multiply-add = 1 FLOP** (the papers\' convention) for '
-           'convolutions, linear layers and matmul/bmm/einsum; fvcore\'s default handlers add small per-element '
-           'counts for norms, adaptive pooling and up-sampling; element-wise add/mul, softmax and activations '
-           'are not counted. Inputs and counted parts: '
+           'convolutions, linear layers, matmul/bmm/einsum, attention (`scaled_dot_product_attention`: '
+           '`q k^T` and `attn v`) and the gating units\' token mixing (`baddbmm`); fvcore\'s default handlers '
+           'add small per-element counts for norms, adaptive pooling and up-sampling; element-wise add/mul '
+           '(the gating product included), softmax and activations are not counted. Inputs and counted parts: '
            'classification 224x224, whole model; segmentation 512x512, backbone+neck+heads; detection '
            '800x1280, **backbone+neck only** (the papers\' detector FLOPs include the RPN/RoI heads, so ours '
            'are lower by design there); video 16x224x224 (24 frames for 24x4x1 configs), backbone+head. '
