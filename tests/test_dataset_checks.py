@@ -93,6 +93,7 @@ def cls_options(root, heads=5, ann=True, classes=None):
             ds['metainfo'] = dict(classes=tuple(classes))
         opts[f'{loader}.dataset'] = ds
     opts['model.head.num_classes'] = heads
+    opts['data_preprocessor.num_classes'] = heads  # Mixup/CutMix one-hot size
     return opts
 
 
@@ -117,15 +118,19 @@ def error(config, options, *phrases, loaders=('train_dataloader', 'val_dataloade
 
 
 # ------------------------------------------------------------------ detection (COCO)
-def test_coco_fitting_config_passes_and_the_issue_case_is_named(data):
+def test_coco_fitting_config_passes_and_the_issue_case_is_named(data, tmp_path):
     root = data['coco']
     check(DET, det_options(root))
     # the issue's case: the headline config pointed at a 3-category file, classes and heads left at COCO's 80
     opts = det_options(root, classes=None, heads=None)
-    msg = error(DET, opts, osp.join(root, 'annotations/train.json'), '80 class names', '77 of them',
+    msg = error(DET, opts, osp.join(root, 'annotations/train.json'), '80 class names', '80 of them',
                 "'kiwi', 'lemon', 'plum'", 'num_classes=3', 'model.roi_head.bbox_head.num_classes',
                 'model.roi_head.mask_head.num_classes', 'make_custom_config.py')
     assert 'CocoDataset.METAINFO' in msg  # says where the 80 names come from
+    # the issue's exact case: 3 real COCO names, the file lists only them
+    from mmposmlp.datasets.custom import make_custom_coco
+    coco3 = make_custom_coco(str(tmp_path / 'coco3'), ('person', 'bicycle', 'car'), splits=(('train', 3), ('val', 2)))
+    error(DET, det_options(coco3, classes=None, heads=None), '77 of them', "'motorcycle'", 'num_classes=3')
     # classes set, heads left at 80
     error(DET, det_options(root, heads=None), 'the data has 3 classes', 'model.roi_head.bbox_head.num_classes=80',
           'set num_classes=3')
@@ -190,7 +195,7 @@ def test_coco_scan_of_large_files_is_bounded_and_agrees(data, tmp_path, monkeypa
     assert scanned['categories'] == ann['categories'] and scanned['has_images'] and not scanned['has_annotations']
     error(DET, det_options(root), path, 'no annotations')
     json.dump(dict(ann2, annotations=ann['annotations']), open(path, 'w'))
-    error(DET, det_options(root, classes=None, heads=None), path, '77 of them')
+    error(DET, det_options(root, classes=None, heads=None), path, '80 of them')
 
 
 # ------------------------------------------------------------------ segmentation (ADE20K layout)
@@ -302,12 +307,17 @@ def test_classification_folders_and_ann_files(data, tmp_path):
     check(CLS, cls_options(root, ann=True))
     check(CLS, cls_options(root, ann=False))
     check(CLS, cls_options(root, ann=True, classes=('kiwi', 'lemon', 'plum', 'fig', 'lime')))
+    opts = cls_options(root)
+    opts['data_preprocessor.num_classes'] = 1000  # Mixup/CutMix would make 1000-wide targets for 5 logits
+    error(CLS, opts, 'heads disagree', 'model.head.num_classes=5', 'data_preprocessor.num_classes=1000')
     error(CLS, cls_options(root, heads=4, ann=False), '5 class folders', 'model.head.num_classes=4',
           'set num_classes=5')
     error(CLS, cls_options(root, heads=4, ann=True), osp.join(root, 'meta', 'train.txt'), 'has label 4',
           'outside [0, 4)')
     error(CLS, cls_options(root, heads=5, ann=True, classes=('kiwi', 'lemon', 'plum')), 'the data has 3 classes',
           'model.head.num_classes=5')
+    error(CLS, cls_options(root, heads=3, ann=False, classes=('kiwi', 'lemon', 'plum')), '5 class folders',
+          'names 3 classes', 'sorted folder names')
     root2 = copy_data(root, tmp_path)
     with open(osp.join(root2, 'meta', 'train.txt'), 'w') as f:
         f.write('\n')
@@ -325,6 +335,7 @@ def test_classification_mmpretrain_imagenet_type_with_split(data, tmp_path):
         opts[f'{loader}.dataset.data_root'] = root
         opts[f'{loader}.dataset.split'] = split
     opts['model.head.num_classes'] = 3
+    opts['data_preprocessor.num_classes'] = 3
     error(CLS, opts, osp.join(root, 'meta', 'train.txt'), 'outside [0, 3)')
 
 
@@ -340,9 +351,9 @@ def test_train_and_test_tools_run_the_checks(data, tmp_path, capsys):
     rc = run_cli(train.main, [DET, '--work-dir', str(tmp_path / 'w'), '--cfg-options'] + opts)
     err = capsys.readouterr().err.strip()
     assert rc == 1 and err.startswith('ERROR: ') and err.count('\n') == 0, err
-    assert 'annotations/train.json' in err and '77 of them' in err
+    assert 'annotations/train.json' in err and '80 of them' in err
     ckpt = tmp_path / 'x.pth'
     ckpt.write_bytes(b'0')
     rc = run_cli(test.main, [DET, str(ckpt), '--work-dir', str(tmp_path / 'w'), '--cfg-options'] + opts)
     err = capsys.readouterr().err.strip()
-    assert rc == 1 and 'annotations/val.json' in err and '77 of them' in err, err
+    assert rc == 1 and 'annotations/val.json' in err and '80 of them' in err, err

@@ -33,7 +33,7 @@ MAX_VIDEO_STATS = 20000  # videos checked for existence / zero size per dataset 
 SAMPLE_IMAGES = 64  # images checked for existence per dataset
 COCO_FULL_PARSE_BYTES = 64 << 20  # COCO json files larger than this are scanned, not parsed
 SCAN_CHUNK_BYTES = 16 << 20  # read size of that scan
-FIX_TOOL = 'tools/misc/make_custom_config.py writes a config that follows the data'
+FIX_TOOL = 'tools/misc/make_custom_config.py write a config that follows the data'
 BACKGROUND_NAMES = ('background', 'bg', '_background_', 'unlabeled', 'unlabelled', 'void', 'other', 'others')
 
 
@@ -601,12 +601,16 @@ def _check_classification(cfg, ds, cls, where, root):
     if not subdirs:
         raise UserError(f'{folder} has no class sub-folders (found {_count_files(folder)} files): put the images '
                         f'in one folder per class ({folder}/<class name>/*.jpg), or give {where}.ann_file.')
+    if classes is not None and len(classes) != len(subdirs):
+        raise UserError(f'{folder} has {len(subdirs)} class folders ({_preview(subdirs)}) but {source} names '
+                        f'{len(classes)} classes: mmpretrain numbers the classes by the sorted folder names, so give '
+                        f'one name per folder, in sorted order, or let {FIX_TOOL}.')
     if classes is None and head:
         _check_heads(len(subdirs), f'{len(subdirs)} class folders in {folder}: {_preview(subdirs)}', cfg, where,
                      strict=False)
         if head[1] > len(subdirs):
             print(f'note: {folder} has {len(subdirs)} class folders but {head[0]}={head[1]}: the extra '
-                  f'outputs are never trained as targets ({FIX_TOOL}).', flush=True)
+                  f'outputs are never trained as targets (or let {FIX_TOOL}).', flush=True)
 
 
 # ------------------------------------------------------------------ entry point

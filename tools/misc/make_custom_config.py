@@ -259,10 +259,11 @@ def read_imagenet(args, root):
     if not folders['train']:
         raise ToolError(f'{osp.join(root, prefix["train"])} has no class folders: put the images in '
                         '<split>/<class name>/ folders, or write meta/{train,val}.txt lists.')
-    extra = sorted(set(folders['val']) - set(folders['train']))
-    if extra:
-        raise ToolError(f'{osp.join(root, prefix["val"])} has class folders {extra} that '
-                        f'{osp.join(root, prefix["train"])} lacks: use the same class folders in both splits.')
+    if folders['val'] != folders['train']:
+        diff = sorted(set(folders['val']) ^ set(folders['train']))
+        raise ToolError(f'{osp.join(root, prefix["val"])} and {osp.join(root, prefix["train"])} have different '
+                        f'class folders (not in both: {diff}): mmpretrain numbers the classes by the sorted folder '
+                        'names of each split, so use the same class folders in both splits.')
     names, source = _given_classes(args, root, ())
     if names is None:
         names, source = folders['train'], f'class folders of {osp.join(root, prefix["train"])}'
