@@ -36,21 +36,35 @@ def data(tmp_path_factory):
         ann3=custom.make_custom_imagenet(str(root / 'shapes3'), ('kiwi', 'lemon', 'plum'), ann_files=True))
 
 
-def make(base, root, tmp_path, *extra, name='custom.py'):
-    """Run the tool in-process; returns (the written config, its stdout)."""
+def run_in_process(base, root, out, *extra):
+    """The tool's main() in this process: (exit code, stdout, stderr)."""
     import contextlib
     import importlib.util
     import io
     spec = importlib.util.spec_from_file_location('mmposmlp_make_custom_config', TOOL)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    out = str(tmp_path / name)
     buf, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
         rc = tool.main([base, root, '--out', out] + list(extra))
-    assert rc == 0, err.getvalue()
+    return rc, buf.getvalue(), err.getvalue()
+
+
+def make(base, root, tmp_path, *extra, name='custom.py'):
+    """Run the tool; returns (the written config, its stdout)."""
+    out = str(tmp_path / name)
+    rc, stdout, stderr = run_in_process(base, root, out, *extra)
+    assert rc == 0, stderr
     from mmengine.config import Config
-    return Config.fromfile(out), buf.getvalue()
+    return Config.fromfile(out), stdout
+
+
+def refused(base, root, tmp_path, *extra):
+    """The tool's one-line error for data it cannot follow."""
+    rc, _, stderr = run_in_process(base, root, str(tmp_path / 'refused.py'), *extra)
+    assert rc == 1 and stderr.startswith('ERROR: ') and stderr.count('\n') == 1, stderr
+    assert not osp.exists(tmp_path / 'refused.py')
+    return stderr
 
 
 def heads(cfg):
@@ -83,15 +97,16 @@ def test_generators_write_their_layouts(data):
     assert open(osp.join(data['ann3'], 'meta', 'val.txt')).readline().split() == ['kiwi/kiwi_0000.jpg', '0']
 
 
-def test_generator_cli(tmp_path):
+def test_generator_cli(tmp_path, capsys):
     res = run_tool(['-m', 'mmposmlp.datasets.custom', '--task', 'imagenet', '--out', str(tmp_path / 'x'),
                     '--classes', 'ant,bee', '--ann-files'], cwd=repo_path())
     assert res.returncode == 0, res.stderr
     assert '2 classes (ant, bee)' in res.stdout
     assert open(tmp_path / 'x' / 'meta' / 'classes.txt').read().split() == ['ant', 'bee']
-    res = run_tool(['-m', 'mmposmlp.datasets.custom', '--task', 'coco', '--out', str(tmp_path / 'y'),
-                    '--classes', 'ant'], cwd=repo_path())
-    assert res.returncode == 2 and 'at least 2 distinct names' in res.stderr
+    from mmposmlp.datasets.custom import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(['--task', 'coco', '--out', str(tmp_path / 'y'), '--classes', 'ant'])
+    assert exit_info.value.code == 2 and 'at least 2 distinct names' in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the tool, per task
@@ -142,14 +157,21 @@ def test_tool_segmentation_zero_based(data, tmp_path):
     assert heads(cfg) == {'model.decode_head.num_classes': 3, 'model.auxiliary_head.num_classes': 3}
     for ds in datasets(cfg):
         assert ds.reduce_zero_label is False and ds.metainfo.classes == ('soil', 'leaf', 'stone')
-    # without names: the label range decides (0..2 -> 3 classes, 0 is a class)
-    cfg, _ = make(UPERNET, data['ade3'], tmp_path, name='noname.py')
+    # without names (no classes.txt, no --classes): the label range decides (0..2 -> 3 classes, 0 is a class)
+    import shutil
+    noname = str(tmp_path / 'noname')
+    shutil.copytree(data['ade3'], noname)
+    os.remove(osp.join(noname, 'classes.txt'))
+    cfg, _ = make(UPERNET, noname, tmp_path, name='noname.py')
     assert cfg.train_dataloader.dataset.metainfo.classes == ('class_0', 'class_1', 'class_2')
+    # two names for the values 0..2: read as 1-based with 0 = unlabelled
+    cfg, _ = make(UPERNET, data['ade3'], tmp_path, '--classes', 'leaf,stone', name='two.py')
+    assert cfg.train_dataloader.dataset.reduce_zero_label is True
     # names that do not cover the label range are refused
-    from mmengine.config import Config  # noqa: F401
-    res = run_tool([TOOL, UPERNET, data['ade3'], '--out', str(tmp_path / 'bad.py'), '--classes', 'soil,leaf'],
-                   cwd=repo_path())
-    assert res.returncode == 1 and 'values up to 2' in res.stderr and 'give 3 names' in res.stderr
+    err = refused(UPERNET, data['ade3'], tmp_path, '--classes', 'soil')
+    assert 'values up to 2' in err and 'give 3 names' in err
+    err = refused(UPERNET, data['ade3'], tmp_path, '--classes', 'leaf,stone', '--reduce-zero-label', 'false')
+    assert 'give 3 names' in err
 
 
 def test_tool_video(data, tmp_path):
@@ -188,7 +210,12 @@ def test_tool_refuses_inconsistent_data(data, tmp_path):
     ann = json.load(open(path))
     ann['categories'] = ann['categories'][:3]
     json.dump(ann, open(path, 'w'))
-    res = run_tool([TOOL, DET, root, '--out', str(tmp_path / 'x.py')], cwd=repo_path())
-    assert res.returncode == 1 and path in res.stderr and 'same categories' in res.stderr, res.stderr
-    res = run_tool([TOOL, DET, str(tmp_path / 'nowhere'), '--out', str(tmp_path / 'x.py')], cwd=repo_path())
-    assert res.returncode == 1 and 'is not a folder' in res.stderr
+    err = refused(DET, root, tmp_path)
+    assert path in err and 'same categories' in err
+    assert 'is not a folder' in refused(DET, str(tmp_path / 'nowhere'), tmp_path)
+    # mmpretrain numbers classes by the sorted folders of each split: the splits must have the same folders
+    shapes = str(tmp_path / 'shapes')
+    shutil.copytree(data['folders7'], shapes)
+    shutil.rmtree(osp.join(shapes, 'val', 'fig'))
+    err = refused(CLS, shapes, tmp_path)
+    assert "different class folders (not in both: ['fig'])" in err

@@ -459,10 +459,14 @@ def write_config(args):
     # the written config must pass the checks of tools/train.py
     from mmposmlp.engine.entry import setup_library
     from mmposmlp.engine.dataset_checks import check_datasets
-    cfg = Config.fromfile(out)
-    setup_library(cfg)
-    loaders = [k for k, _ in LOADERS if isinstance(cfg.get(k), dict)]
-    check_datasets(cfg, loaders, scope)
+    try:
+        cfg = Config.fromfile(out)
+        setup_library(cfg)
+        loaders = [k for k, _ in LOADERS if isinstance(cfg.get(k), dict)]
+        check_datasets(cfg, loaders, scope)
+    except BaseException:
+        os.remove(out)  # nothing half-right is left behind
+        raise
     return text, out, info, scope
 
 
