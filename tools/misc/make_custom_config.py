@@ -388,18 +388,45 @@ def build_overlay(base, scope, info, data_root, args):
     return overlay
 
 
+def _hoist(overlay):
+    """Shared values become variables (classes, metainfo, pipelines); test_dataloader = val_dataloader."""
+    head = {}
+    leaves = []
+    for loader, _ in LOADERS:
+        node = overlay.get(loader)
+        while isinstance(node, dict) and isinstance(node.get('dataset'), dict):
+            node = node['dataset']
+        if isinstance(node, dict) and node is not overlay.get(loader):
+            leaves.append((loader, node))
+    metas = [leaf.get('metainfo') for _, leaf in leaves if isinstance(leaf.get('metainfo'), dict)]
+    if metas and all(m == metas[0] for m in metas):
+        head['classes'] = metas[0]['classes']
+        head['metainfo'] = dict(metas[0], classes=Raw('classes'))
+        for _, leaf in leaves:
+            leaf['metainfo'] = Raw('metainfo')
+    names = {}
+    for loader, leaf in leaves:
+        pipe = leaf.get('pipeline')
+        if isinstance(pipe, list):
+            name = 'train_pipeline' if loader == 'train_dataloader' else 'test_pipeline'
+            if names.get(name, pipe) == pipe:
+                names[name] = pipe
+                head[name] = pipe
+                leaf['pipeline'] = Raw(name)
+    body = dict(overlay)
+    if 'test_dataloader' in body and body.get('test_dataloader') == body.get('val_dataloader'):
+        body['test_dataloader'] = Raw('val_dataloader')
+    if 'test_evaluator' in body and body.get('test_evaluator') == body.get('val_evaluator'):
+        body['test_evaluator'] = Raw('val_evaluator')
+    return head, body
+
+
 def render(base_ref, overlay, header):
+    head, body = _hoist(copy.deepcopy(overlay))
     lines = [f'# {h}' for h in header] + [f'_base_ = {base_ref!r}', '']
-    for key, value in overlay.items():
+    for key, value in list(head.items()) + list(body.items()):
         lines.append(f'{key} = {py(value)}')
-    text = '\n'.join(lines) + '\n'
-    try:
-        from yapf.yapflib.yapf_api import FormatCode
-        text = FormatCode(text, style_config=dict(based_on_style='pep8', column_limit=110))
-        text = text[0] if isinstance(text, tuple) else text
-    except Exception:  # noqa: BLE001  (formatting is cosmetic)
-        pass
-    return text
+    return '\n'.join(lines) + '\n'
 
 
 def main(argv=None):
@@ -419,12 +446,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from mmposmlp.engine.entry import UserError
     try:
-        text, out, info, scope = write_config(args)
+        cfg, out, info, scope = write_config(args)
     except (ToolError, UserError) as e:
         print(f'ERROR: {e}', file=sys.stderr)
         return 1
     print(f'{scope}: {len(info["classes"])} classes ({", ".join(info["classes"][:10])}'
           f'{", ..." if len(info["classes"]) > 10 else ""}) from {info["source"]}')
+    backbone = (cfg.get('model') or {}).get('backbone') or {}
+    init = backbone.get('init_cfg') if isinstance(backbone, dict) else None
+    ckpt = init.get('checkpoint') if isinstance(init, dict) else None
+    if ckpt:
+        state = 'exists' if osp.isfile(ckpt) else 'DOES NOT EXIST yet (see README "Official weights")'
+        print(f'the backbone starts from {ckpt}, which {state}; change with --pretrained CKPT or --no-pretrained')
+    else:
+        print('the backbone starts from random weights (init_cfg=None); --pretrained CKPT to start from weights')
     print(f'wrote {out}; train with: python tools/train.py {out}')
     return 0
 
@@ -467,7 +502,7 @@ def write_config(args):
     except BaseException:
         os.remove(out)  # nothing half-right is left behind
         raise
-    return text, out, info, scope
+    return cfg, out, info, scope
 
 
 if __name__ == '__main__':
