@@ -219,3 +219,54 @@ def test_tool_refuses_inconsistent_data(data, tmp_path):
     shutil.rmtree(osp.join(shapes, 'val', 'fig'))
     err = refused(CLS, shapes, tmp_path)
     assert "different class folders (not in both: ['fig'])" in err
+
+
+# ------------------------------------------------------------------ the README's worked examples, end to end
+def _run(args, tmp_path):
+    res = run_tool(args, cwd=str(tmp_path), env=dict(PYTHONPATH=repo_path(), OMP_NUM_THREADS='2'), timeout=1800)
+    assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
+    return res
+
+
+def _worked_example(tmp_path, task, base, name, ckpt, extra_train=(), extra_tool=()):
+    """README "Train on your own data": generate -> make_custom_config -> tools/train.py -> tools/test.py."""
+    data = str(tmp_path / 'data')
+    cfg = str(tmp_path / f'{name}.py')
+    _run(['-m', 'mmposmlp.datasets.custom', '--task', task, '--out', data], tmp_path)
+    _run([TOOL, repo_path(base), data, '--out', cfg] + list(extra_tool), tmp_path)
+    _run([repo_path('tools', 'train.py'), cfg] + list(extra_train), tmp_path)
+    ckpt = osp.join(str(tmp_path), 'work_dirs', name, ckpt)
+    assert osp.isfile(ckpt)
+    return _run([repo_path('tools', 'test.py'), cfg, ckpt], tmp_path)
+
+
+@pytest.mark.slow
+def test_worked_example_detection(tmp_path):
+    res = _worked_example(tmp_path, 'coco', 'configs/posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py', 'mask-rcnn_fruit',
+                          'epoch_6.pth')
+    assert 'coco/bbox_mAP:' in res.stdout + res.stderr and 'coco/segm_mAP:' in res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_worked_example_segmentation(tmp_path):
+    res = _worked_example(tmp_path, 'ade', 'configs/posmlp/toy/fpn_posmlp-t_toy-ade20k.py', 'fpn_garden',
+                          'iter_8.pth')
+    out = res.stdout + res.stderr
+    assert 'mIoU' in out and all(c in out for c in ('meadow', 'pond', 'cart'))  # per-class table, own names
+
+
+@pytest.mark.slow
+def test_worked_example_video(tmp_path):
+    res = _worked_example(
+        tmp_path, 'video', 'configs/posmlp_video/posmlp-video-s_4xb8-16x4x1-60e_kinetics400-rgb.py',
+        'posmlp-video-s_gestures', 'epoch_1.pth', extra_tool=['--no-pretrained'],
+        extra_train=['--cfg-options', 'train_cfg.max_epochs=1', 'train_dataloader.batch_size=2',
+                     'val_dataloader.batch_size=2'])
+    assert 'acc/top1:' in res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_worked_example_classification(tmp_path):
+    res = _worked_example(tmp_path, 'imagenet', 'configs/posmlp/toy/posmlp-t_toy-in1k.py', 'posmlp-t_shapes',
+                          'epoch_1.pth')
+    assert 'accuracy/top1:' in res.stdout + res.stderr

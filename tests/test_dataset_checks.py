@@ -357,3 +357,26 @@ def test_train_and_test_tools_run_the_checks(data, tmp_path, capsys):
     rc = run_cli(test.main, [DET, str(ckpt), '--work-dir', str(tmp_path / 'w'), '--cfg-options'] + opts)
     err = capsys.readouterr().err.strip()
     assert rc == 1 and 'annotations/val.json' in err and '80 of them' in err, err
+
+
+# ------------------------------------------------------------------ no false alarms on the shipped data/configs
+TOY_CONFIGS = ('fpn_posmlp-t_toy-ade20k.py', 'mask-rcnn_posmlp-t_1x_toy-coco.py', 'posmlp-t_toy-in1k.py',
+               'retinanet_posmlp-t_1x_toy-coco.py', 'upernet_posmlp-t_toy-ade20k.py')
+
+
+@pytest.mark.parametrize('name', TOY_CONFIGS)
+def test_toy_configs_pass_on_toy_data(name, toy_data, tmp_path, monkeypatch):
+    os.makedirs(tmp_path / 'data')
+    os.symlink(toy_data, tmp_path / 'data' / 'toy')
+    monkeypatch.chdir(tmp_path)
+    check(repo_path('configs', 'posmlp', 'toy', name), None, ('train_dataloader', 'val_dataloader', 'test_dataloader'))
+
+
+def test_toy_kinetics_with_the_k400_config_passes(toy_data):
+    """Labels 0..3 of the toy Kinetics lists fit the 400-class head (and its Mixup/CutMix)."""
+    root = osp.join(toy_data, 'kinetics400')
+    opts = {}
+    for loader, split in (('train_dataloader', 'train'), ('val_dataloader', 'val')):
+        opts[f'{loader}.dataset.ann_file'] = osp.join(root, f'kinetics400_{split}_list_videos.txt')
+        opts[f'{loader}.dataset.data_prefix.video'] = osp.join(root, f'videos_{split}')
+    check(VIDEO, opts)
