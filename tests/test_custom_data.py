@@ -68,8 +68,8 @@ def refused(base, root, tmp_path, *extra):
 
 
 def heads(cfg):
-    from mmposmlp.engine.dataset_checks import num_classes_sites
-    return dict(num_classes_sites(cfg))
+    from mmposmlp.engine.dataset_checks import cfg_key, num_classes_paths
+    return {cfg_key(p): v for p, v in num_classes_paths(cfg)}
 
 
 def datasets(cfg):

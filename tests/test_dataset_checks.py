@@ -310,6 +310,8 @@ def test_classification_folders_and_ann_files(data, tmp_path):
     opts = cls_options(root)
     opts['data_preprocessor.num_classes'] = 1000  # Mixup/CutMix would make 1000-wide targets for 5 logits
     error(CLS, opts, 'heads disagree', 'model.head.num_classes=5', 'data_preprocessor.num_classes=1000')
+    opts['model.train_cfg'] = None  # without Mixup/CutMix the preprocessor's num_classes is not used
+    check(CLS, opts)
     error(CLS, cls_options(root, heads=4, ann=False), '5 class folders', 'model.head.num_classes=4',
           'set num_classes=5')
     error(CLS, cls_options(root, heads=4, ann=True), osp.join(root, 'meta', 'train.txt'), 'has label 4',

@@ -138,14 +138,33 @@ def num_classes_paths(cfg) -> List[Tuple[tuple, int]]:
     return sites
 
 
+def _batch_augments(cfg) -> bool:
+    """Whether the classifier mixes labels (Mixup/CutMix, one-hot targets): only then is the data
+    preprocessor's ``num_classes`` used."""
+    model = cfg.get('model') or {}
+    pre = [cfg.get('data_preprocessor'), model.get('data_preprocessor')]
+    train_cfg = model.get('train_cfg') if isinstance(model.get('train_cfg'), dict) else {}
+    return bool(train_cfg.get('augments')) or any(
+        isinstance(p, dict) and (p.get('batch_augments') or p.get('to_onehot')) for p in pre)
+
+
+def used_num_classes_paths(cfg) -> List[Tuple[tuple, int]]:
+    """:func:`num_classes_paths` less the data preprocessor's when no batch augmentation uses it."""
+    sites = num_classes_paths(cfg)
+    if _batch_augments(cfg):
+        return sites
+    return [(p, v) for p, v in sites if p not in (('data_preprocessor', 'num_classes'),
+                                                 ('model', 'data_preprocessor', 'num_classes'))]
+
+
 def cfg_key(path: tuple) -> str:
     """``('model', 'heads', 0, 'num_classes')`` -> ``'model.heads[0].num_classes'``."""
     return ''.join(f'[{p}]' if isinstance(p, int) else (f'.{p}' if i else p) for i, p in enumerate(path))
 
 
 def num_classes_sites(cfg) -> List[Tuple[str, int]]:
-    """[(key, value)] of :func:`num_classes_paths`, keys written as in ``--cfg-options``."""
-    return [(cfg_key(p), v) for p, v in num_classes_paths(cfg)]
+    """[(key, value)] of :func:`used_num_classes_paths`, keys written as in ``--cfg-options``."""
+    return [(cfg_key(p), v) for p, v in used_num_classes_paths(cfg)]
 
 
 def _dataset_class(type_name):
