@@ -228,8 +228,9 @@ def _check_heads_agree(cfg, where: str) -> Optional[Tuple[str, int]]:
     """The heads' ``num_classes`` must agree; returns (key, value) of the first, or None without heads."""
     sites = num_classes_sites(cfg)
     if len({v for _, v in sites}) > 1:
-        raise UserError(f'{where}: the heads disagree on the number of classes ({", ".join(f"{k}={v}" for k, v in sites)}): '
-                        f'set every one to the number of classes of the data, or let {FIX_TOOL}.')
+        listed = ', '.join(f'{k}={v}' for k, v in sites)
+        raise UserError(f'{where}: the heads disagree on the number of classes ({listed}): set every one to the '
+                        f'number of classes of the data, or let {FIX_TOOL}.')
     return sites[0] if sites else None
 
 
@@ -306,11 +307,12 @@ def _check_names_in_categories(path: str, cats: List[dict], classes: tuple, sour
     absent = [c for c in classes if c not in names]
     if absent:
         sites = ', '.join(k for k, _ in num_classes_sites(cfg)) or 'the heads'
+        listed = _preview(names, 8) + (',' if len(names) == 1 else '')
         raise UserError(
             f'{path}: {source} has {len(classes)} class names but {len(absent)} of them ({_preview(absent)}) '
             f'are not categories of this file, which has {len(names)} ({_preview(names)}), so predictions '
-            f'cannot be mapped to its category ids: set metainfo=dict(classes=({_preview(names, 8)}{"," if len(names) == 1 else ""})) on every '
-            f'dataset and num_classes={len(names)} in {sites} ({where}), or let {FIX_TOOL}.')
+            f'cannot be mapped to its category ids: set metainfo=dict(classes=({listed})) on every dataset and '
+            f'num_classes={len(names)} in {sites} ({where}), or let {FIX_TOOL}.')
 
 
 def _check_coco(cfg, ds, cls, where, root, training):
@@ -559,8 +561,9 @@ def _check_video(cfg, ds, cls, where, root):
         except OSError:
             size, exists = None, False
         if not exists or size is None:
-            raise UserError(f'{ann}: line {i} names {p}, which does not exist: put the {"frames" if rawframes else "video"} '
-                            f'there, or set {where}.data_prefix to the folder the list paths are relative to.')
+            kind = 'frames' if rawframes else 'video'
+            raise UserError(f'{ann}: line {i} names {p}, which does not exist: put the {kind} there, or set '
+                            f'{where}.data_prefix to the folder the list paths are relative to.')
         if size == 0:
             raise UserError(f'{p} (line {i} of {ann}) is an empty file (0 bytes): re-encode or re-download it, '
                             'or remove its line from the list.')
