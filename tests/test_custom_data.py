@@ -114,6 +114,7 @@ def test_tool_detection_mask_rcnn(data, tmp_path):
     root = data['coco4']
     cfg, out = make(DET, root, tmp_path, '--pretrained', 'checkpoints/mine.pth')
     assert '4 classes (kiwi, lemon, plum, fig)' in out
+    assert 'the backbone starts from checkpoints/mine.pth, which DOES NOT EXIST yet' in out
     for ds in datasets(cfg):
         assert ds.metainfo.classes == FRUIT and len(ds.metainfo.palette) == 4
         assert len(set(ds.metainfo.palette)) == 4 and ds.data_root == root
@@ -131,7 +132,8 @@ def test_tool_detection_mask_rcnn(data, tmp_path):
 
 
 def test_tool_detection_retinanet_other_count(data, tmp_path):
-    cfg, _ = make(RETINA, data['coco7'], tmp_path, '--no-pretrained')
+    cfg, out = make(RETINA, data['coco7'], tmp_path, '--no-pretrained')
+    assert 'the backbone starts from random weights' in out
     assert heads(cfg) == {'model.bbox_head.num_classes': 7}
     assert cfg.model.backbone.init_cfg is None
     assert cfg.val_evaluator.ann_file.endswith('fruit7/annotations/val.json')

@@ -456,7 +456,8 @@ def main(argv=None):
     init = backbone.get('init_cfg') if isinstance(backbone, dict) else None
     ckpt = init.get('checkpoint') if isinstance(init, dict) else None
     if ckpt:
-        state = 'exists' if osp.isfile(ckpt) else 'DOES NOT EXIST yet (see README "Official weights")'
+        state = 'is downloaded on first use' if '://' in ckpt else 'exists' if osp.isfile(ckpt) else \
+            'DOES NOT EXIST yet (see README "Official weights")'
         print(f'the backbone starts from {ckpt}, which {state}; change with --pretrained CKPT or --no-pretrained')
     else:
         print('the backbone starts from random weights (init_cfg=None); --pretrained CKPT to start from weights')
