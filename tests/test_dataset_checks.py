@@ -382,3 +382,34 @@ def test_toy_kinetics_with_the_k400_config_passes(toy_data):
         opts[f'{loader}.dataset.ann_file'] = osp.join(root, f'kinetics400_{split}_list_videos.txt')
         opts[f'{loader}.dataset.data_prefix.video'] = osp.join(root, f'videos_{split}')
     check(VIDEO, opts)
+
+
+def test_every_path_a_config_reads_is_checked(tmp_path):
+    """Data roots, any ``*_file`` (annotation, split, proposal, label-map files), data_prefix folders,
+    class-list files given as metainfo.classes and the evaluators' ann_file."""
+    from mmengine.config import Config
+
+    from mmposmlp.engine.dataset_checks import missing_dataset_paths
+    root = tmp_path / 'd'
+    (root / 'imgs').mkdir(parents=True)
+    (root / 'ann.json').write_text('{}')
+    cfg = Config(dict(
+        train_dataloader=dict(dataset=dict(type='RepeatDataset', times=2, dataset=dict(
+            data_root=str(root), ann_file='ann.json', proposal_file='props.pkl', data_prefix=dict(img='imgs'),
+            metainfo=dict(classes='classes.txt')))),
+        val_dataloader=dict(dataset=dict(data_root=str(root), ann_file='splits/val.txt',
+                                         data_prefix=dict(img_path='imgs', seg_map_path='labels'))),
+        val_evaluator=[dict(type='CocoMetric', ann_file=str(root / 'val.json')), dict(type='IoUMetric')],
+        test_evaluator=dict(type='Evaluator', metrics=[dict(type='CocoMetric', ann_file=str(root / 't.json'))])))
+    found = missing_dataset_paths(cfg, ['train_dataloader', 'val_dataloader', 'test_dataloader'])
+    assert found == [
+        (str(root / 'props.pkl'), 'train_dataloader.dataset.dataset.proposal_file'),
+        (str(root / 'classes.txt'), 'train_dataloader.dataset.dataset.metainfo.classes'),
+        (str(root / 'splits/val.txt'), 'val_dataloader.dataset.ann_file'),
+        (str(root / 'labels'), 'val_dataloader.dataset.data_prefix.seg_map_path'),
+        (str(root / 'val.json'), 'val_evaluator[0].ann_file'),
+    ]
+    found = missing_dataset_paths(Config(dict(test_dataloader=dict(dataset=dict(type='CocoDataset')),
+                                              test_evaluator=cfg.test_evaluator)),
+                                  ['test_dataloader'])
+    assert found == [(str(root / 't.json'), 'test_evaluator[0].ann_file')]
