@@ -223,6 +223,56 @@ def test_tool_refuses_inconsistent_data(data, tmp_path):
     assert "different class folders (not in both: ['fig'])" in err
 
 
+def _built(cfg, loader, scope):
+    """The dataset of a written config, built by the library's own registry (no pipeline: raw samples)."""
+    import copy
+
+    from mmengine.registry import DATASETS, init_default_scope
+
+    from mmposmlp.engine.entry import setup_library
+    setup_library(cfg)
+    init_default_scope(scope)
+    ds_cfg = copy.deepcopy(cfg[loader].dataset)
+    ds_cfg.pipeline = []
+    return DATASETS.build(ds_cfg)
+
+
+def test_written_configs_read_the_data_with_the_libraries_datasets(data, tmp_path):
+    """What the tool writes is read by mmdet/mmseg/mmaction/mmpretrain as meant: the samples, their files and
+    labels (COCO category ids 3, 7, 8, 20 -> labels 0..3; folder names -> their sorted index)."""
+    cfg, _ = make(DET, data['coco4'], tmp_path, name='det.py')
+    ds = _built(cfg, 'train_dataloader', 'mmdet')
+    ann = json.load(open(osp.join(data['coco4'], 'annotations', 'train.json')))
+    assert len(ds) == len(ann['images']) and ds.metainfo['classes'] == FRUIT
+    by_image = {}
+    for a in ann['annotations']:
+        by_image.setdefault(a['image_id'], []).append((3, 7, 8, 20).index(a['category_id']))
+    for i in range(len(ds)):
+        info = ds.get_data_info(i)
+        assert osp.isfile(info['img_path'])
+        assert [inst['bbox_label'] for inst in info['instances']] == by_image[info['img_id']]
+
+    cfg, _ = make(UPERNET, data['ade6'], tmp_path, name='seg.py')
+    ds = _built(cfg, 'val_dataloader', 'mmseg')
+    assert len(ds) == 3 and ds.metainfo['classes'][0] == 'meadow' and ds.metainfo['reduce_zero_label'] is True
+    assert all(osp.isfile(ds.get_data_info(i)['seg_map_path']) for i in range(len(ds)))
+
+    cfg, _ = make(VIDEO, data['video6'], tmp_path, name='video.py')
+    ds = _built(cfg, 'train_dataloader', 'mmaction')
+    labels = [ds.get_data_info(i)['label'] for i in range(len(ds))]
+    assert sorted(set(labels)) == list(range(6)) and all(osp.isfile(ds.get_data_info(i)['filename'])
+                                                        for i in range(len(ds)))
+
+    for key in ('folders7', 'ann3'):
+        cfg, _ = make(CLS, data[key], tmp_path, name=f'{key}.py')
+        ds = _built(cfg, 'val_dataloader', 'mmpretrain')
+        names = ds.metainfo['classes']
+        for i in range(len(ds)):
+            info = ds.get_data_info(i)
+            assert osp.isfile(info['img_path'])
+            assert osp.basename(osp.dirname(info['img_path'])) == names[info['gt_label']]
+
+
 # ------------------------------------------------------------------ the README's worked examples, end to end
 def _run(args, tmp_path):
     res = run_tool(args, cwd=str(tmp_path), env=dict(PYTHONPATH=repo_path(), OMP_NUM_THREADS='2'), timeout=1800)
@@ -243,6 +293,7 @@ def _worked_example(tmp_path, task, base, name, ckpt, extra_train=(), extra_tool
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_worked_example_detection(tmp_path):
     res = _worked_example(tmp_path, 'coco', 'configs/posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py', 'mask-rcnn_fruit',
                           'epoch_6.pth')
@@ -250,6 +301,7 @@ def test_worked_example_detection(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_worked_example_segmentation(tmp_path):
     res = _worked_example(tmp_path, 'ade', 'configs/posmlp/toy/fpn_posmlp-t_toy-ade20k.py', 'fpn_garden',
                           'iter_8.pth')
@@ -258,6 +310,7 @@ def test_worked_example_segmentation(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_worked_example_video(tmp_path):
     res = _worked_example(
         tmp_path, 'video', 'configs/posmlp_video/posmlp-video-s_4xb8-16x4x1-60e_kinetics400-rgb.py',
@@ -268,6 +321,7 @@ def test_worked_example_video(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_worked_example_classification(tmp_path):
     res = _worked_example(tmp_path, 'imagenet', 'configs/posmlp/toy/posmlp-t_toy-in1k.py', 'posmlp-t_shapes',
                           'epoch_1.pth')
