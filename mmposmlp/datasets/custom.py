@@ -57,7 +57,8 @@ def _write_lines(path: str, lines: Sequence[str]) -> None:
 def make_custom_coco(out_dir: str, classes: Sequence[str] = DEFAULT_CLASSES['coco'], seed: int = 0,
                      splits=(('train', 12), ('val', 6)), category_ids: Optional[Sequence[int]] = None,
                      hw=(192, 256)) -> str:
-    """COCO instances with ``classes`` (ids ``category_ids``, default 1..K); every class in every split."""
+    """COCO instances with ``classes`` (ids ``category_ids``, default 1..K); the objects cycle through the
+    classes, so each split holds them about equally."""
     cv2 = _cv2()
     rng = np.random.default_rng([seed, 101])
     ids = list(category_ids) if category_ids is not None else list(range(1, len(classes) + 1))
@@ -73,7 +74,7 @@ def make_custom_coco(out_dir: str, classes: Sequence[str] = DEFAULT_CLASSES['coc
             image_id += 1
             img = _noisy_background(rng, (h, w))
             for cx, cy, r in _place_shapes(rng, int(rng.integers(1, 4)), (h, w), (24, 44)):
-                k = ann_id % len(classes)  # classes cycle: every split holds every class
+                k = ann_id % len(classes)  # the classes cycle
                 shape, colour = class_look(k)
                 pts = _shape_polygon(rng, shape, cx, cy, r)
                 pts[:, 0] = np.clip(pts[:, 0], 0, w - 1)
