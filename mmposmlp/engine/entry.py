@@ -74,55 +74,16 @@ def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optiona
     return cfg, scope
 
 
-def _dataset_cfgs(ds, where):
-    """Yield (dataset cfg, location) for a dataset cfg and the ones it wraps."""
-    if not isinstance(ds, dict):
-        return
-    yield ds, where
-    if isinstance(ds.get('dataset'), dict):
-        yield from _dataset_cfgs(ds['dataset'], where + '.dataset')
-    for i, sub in enumerate(ds.get('datasets') or []):
-        yield from _dataset_cfgs(sub, f'{where}.datasets[{i}]')
-
-
-def _local(path) -> bool:
-    return isinstance(path, str) and bool(path) and '://' not in path
-
-
 def missing_dataset_paths(cfg, loaders):
-    """[(path, cfg key)] of dataset paths a run would read that do not exist."""
-    missing = []
-    for loader in loaders:
-        lcfg = cfg.get(loader)
-        if not isinstance(lcfg, dict):
-            continue
-        for ds, where in _dataset_cfgs(lcfg.get('dataset'), f'{loader}.dataset'):
-            root = ds.get('data_root')
-            if _local(root) and not osp.exists(root):
-                missing.append((root, f'{where}.data_root'))
-                continue
-
-            def full(p):
-                return osp.join(root, p) if _local(root) and not osp.isabs(p) else p
-
-            ann = ds.get('ann_file')
-            if _local(ann) and not osp.exists(full(ann)):
-                missing.append((full(ann), f'{where}.ann_file'))
-            prefix = ds.get('data_prefix')
-            items = prefix.items() if isinstance(prefix, dict) else [('', prefix)]
-            for k, p in items:
-                if _local(p) and not osp.exists(full(p)):
-                    missing.append((full(p), f'{where}.data_prefix{"." + k if k else ""}'))
-    return missing
+    """[(path, cfg key)] of dataset paths a run would read that do not exist (see dataset_checks)."""
+    from mmposmlp.engine.dataset_checks import missing_dataset_paths as missing
+    return missing(cfg, loaders)
 
 
 def check_datasets(cfg, loaders, scope) -> None:
-    missing = missing_dataset_paths(cfg, loaders)
-    if missing:
-        path, key = missing[0]
-        more = f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''
-        raise UserError(f'dataset not found: {path} does not exist ({key}){more}. '
-                        f'{REAL_DATA_HINT.get(scope, "put the dataset there")}, or {TOY_HINT}.')
+    """Pre-flight dataset checks (mmposmlp/engine/dataset_checks.py): paths, then data vs config."""
+    from mmposmlp.engine.dataset_checks import check_datasets as check
+    check(cfg, loaders, scope)
 
 
 def _pretrained_refs(obj, where):
