@@ -825,3 +825,23 @@ def test_trust_flag_covers_the_configs_pretrained_files():
         assert not is_trusted('/w/a.pth')
     with pytest.raises(UserError, match='loads no checkpoint'):
         trusted_checkpoint_context(True, [None])
+
+
+def test_inferencer_given_only_weights_never_executes_the_stored_config(tmp_path):
+    """Stock ``BaseInferencer`` with ``model=None`` runs the config text a checkpoint stores
+    (``message_hub.runtime_info.cfg`` / ``meta.cfg``); through our CheckpointLoader schemes that text is
+    dropped, so the Inferencer stops asking for a config and the file's code never runs."""
+    import mmposmlp  # noqa: F401
+    from mmdet.apis import DetInferencer
+    from mmengine.runner.checkpoint import _load_checkpoint
+    marker = tmp_path / 'pwned'
+    evil = f"import os\nos.system('touch {marker}')\nmodel = dict(type='RetinaNet')\n"
+    path = str(tmp_path / 'evil_cfg.pth')
+    torch.save({'state_dict': {'w': torch.zeros(1)}, 'meta': {'cfg': evil, 'config': evil, 'epoch': 1},
+                'message_hub': {'runtime_info': {'cfg': evil, 'iter': 3}}}, path)
+    loaded = _load_checkpoint(path, map_location='cpu')
+    assert 'cfg' not in loaded['meta'] and 'config' not in loaded['meta'] and loaded['meta']['epoch'] == 1
+    assert loaded['message_hub']['runtime_info'] == {'iter': 3}
+    with pytest.raises((ValueError, AssertionError, KeyError)):
+        DetInferencer(model=None, weights=path, device='cpu', show_progress=False)
+    assert not marker.exists()

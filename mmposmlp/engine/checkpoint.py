@@ -228,8 +228,10 @@ def patch_resume_check() -> None:
             location = get_device()
         else:
             location = map_location
-        checkpoint, config_text = prepare_resume_checkpoint(_load_checkpoint(filename, map_location=location),
-                                                            filename)
+        from mmposmlp.utils.safe_load import keep_config_text
+        with keep_config_text():  # read below as data (the GPU count), then removed
+            loaded = _load_checkpoint(filename, map_location=location)
+        checkpoint, config_text = prepare_resume_checkpoint(loaded, filename)
         check_resume_compatible(self.model, checkpoint, filename)
         gpu_ids = config_gpu_ids(config_text)
         if gpu_ids and len(gpu_ids) != self._world_size and \

@@ -752,11 +752,52 @@ def history_buffer_from_plain(state):
 
 
 # ---------------------------------------------------------------------------------------------- mmengine
+#: Where mmengine checkpoints keep config *text* that stock code runs with ``Config.fromstring``
+#: (``Runner.resume``/``FlexibleRunner.resume``: ``meta['config']``; ``BaseInferencer`` given only weights:
+#: ``message_hub['runtime_info']['cfg']`` or ``meta['cfg']``).
+CONFIG_TEXT_ENTRIES = (('meta', 'config'), ('meta', 'cfg'), ('message_hub', 'runtime_info', 'cfg'))
+
+
+_KEEP_CONFIG_TEXT = contextvars.ContextVar('mmposmlp_keep_config_text', default=False)
+
+
+@contextlib.contextmanager
+def keep_config_text():
+    """Within this context the CheckpointLoader schemes keep the config text: for a caller of ours that
+    reads it as data (resume reads the GPU count as a literal) and removes it before mmengine sees it."""
+    token = _KEEP_CONFIG_TEXT.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_CONFIG_TEXT.reset(token)
+
+
+def drop_config_text(ckpt, source: str):
+    """Remove the config text entries (:data:`CONFIG_TEXT_ENTRIES`) of a loaded checkpoint, so that no
+    stock code reached through mmengine's ``CheckpointLoader`` executes text read from the file. A caller
+    that needs the config passes it (e.g. ``DetInferencer(model=CONFIG, weights=FILE)``)."""
+    if _KEEP_CONFIG_TEXT.get():
+        return ckpt
+    dropped = []
+    for path in CONFIG_TEXT_ENTRIES:
+        parent = ckpt
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), str):
+            del parent[path[-1]]
+            dropped.append('.'.join(path))
+    if dropped:
+        from mmengine.logging import print_log
+        print_log(f'{source}: ignored the stored config text ({", ".join(dropped)}): mmposmlp never executes '
+                  'text read from a checkpoint; pass the config explicitly', logger='current')
+    return ckpt
+
+
 def _load_from_local(filename, map_location):
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
-    return load_checkpoint(filename, map_location)
+    return drop_config_text(load_checkpoint(filename, map_location), filename)
 
 
 def _load_from_http(filename, map_location, model_dir=None, progress=True):
@@ -778,9 +819,8 @@ def _load_from_http(filename, map_location, model_dir=None, progress=True):
         barrier()
         if rank > 0:
             fetch()
-    if is_trusted(filename):
-        return load_checkpoint(cached, map_location, source=filename, trusted=True)
-    return load_checkpoint(cached, map_location, source=filename)
+    ckpt = load_checkpoint(cached, map_location, source=filename, trusted=True if is_trusted(filename) else None)
+    return drop_config_text(ckpt, filename)
 
 
 def register_mmengine_loaders() -> None:
