@@ -182,11 +182,11 @@ def build_export_model(config: str, checkpoint: str, cfg_options: Optional[dict]
 
 
 def export_onnx(path: str, model: nn.Module, example: torch.Tensor, part: str = 'model', dynamic: bool = False,
-                opset: int = 18, min_size: int = 32, max_size: int = 8192) -> Tuple[TensorPath, List[str]]:
+                opset: int = 18) -> Tuple[TensorPath, List[str]]:
     """Export ``model``'s tensor path (or backbone) at ``example`` to ``path``.
 
-    ``dynamic``: height and width (and frames of clips) are graph inputs' symbolic dims within
-    ``[min_size, max_size]`` (frames: ``[2, 1024]``); the batch size stays that of ``example``.
+    ``dynamic``: height and width (and frames of clips) are symbolic dims of the graph's input;
+    the batch size stays that of ``example``.
     Returns the exported module and its output names.
     """
     wrapper = TensorPath(model, part).eval()
@@ -200,11 +200,10 @@ def export_onnx(path: str, model: nn.Module, example: torch.Tensor, part: str = 
         names = wrapper.output_names(wrapper.structured(example))
     dynamic_shapes = None
     if dynamic:
-        from torch.export import Dim
-        h = Dim('height', min=min_size, max=max_size)
-        w = Dim('width', min=min_size, max=max_size)
-        axes = {2: Dim('frames', min=2, max=1024), 3: h, 4: w} if video else {2: h, 3: w}
-        dynamic_shapes = {'x': axes}
+        # Dim.DYNAMIC: an error if the model specialises a dim to a constant; relations the shape
+        # solver cannot prove (e.g. "the padded size is >= the size") are accepted as guards
+        axes = (2, 3, 4) if video else (2, 3)
+        dynamic_shapes = {'x': {a: torch.export.Dim.DYNAMIC for a in axes}}
     with torch.no_grad():
         try:
             program = torch.onnx.export(wrapper, (example, ), dynamo=True, input_names=['input'],

@@ -307,8 +307,14 @@ def _gather_roll(x: torch.Tensor, shift, dim: int) -> torch.Tensor:
     """``torch.roll(x, -shift, dim)`` as a gather whose index is computed in the graph (``shift``
     may be symbolic, also zero)."""
     size = x.shape[dim]
-    index = torch.remainder(torch.arange(size, device=x.device) + shift, size)
-    return x.index_select(dim, index)
+    return x.index_select(dim, _wrap(torch.arange(size, device=x.device) + shift, size))
+
+
+def _wrap(index: torch.Tensor, size) -> torch.Tensor:
+    """``index mod size`` for ``-size <= index < 2 * size`` (a symbolic divisor has no ONNX
+    translation for ``remainder``)."""
+    index = torch.where(index >= size, index - size, index)
+    return torch.where(index < 0, index + size, index)
 
 
 class InGraphWindowLayout:
@@ -365,7 +371,7 @@ class InGraphWindowLayout:
         out = []
         for start in (0, (g - 2) * w, (g - 1) * w):
             q = slots + start  # slot coordinate on the shifted grid
-            real = torch.remainder(q + s, p) < v  # the position it holds, before the shift, is real
+            real = _wrap(q + s, p) < v  # the position it holds, before the shift, is real
             region = (q >= p - w).long() + (q >= p - s).long()  # Swin's strips of the last window
             out.append((region[:, None] == region[None, :], real))
         return out
