@@ -115,6 +115,8 @@ class _PositionMixing(nn.Module):
         and reused until a parameter changes (tracked by the tensors' version counters, which
         every in-place update - optimiser step, ``load_state_dict``, ``copy_`` - bumps).
         """
+        if in_graph_layouts():  # exporting: no cache keyed by storage addresses
+            return self._compute(patterns)
         return cached_on_tensors(self, '_matrix_cache', list(self.parameters()), lambda: self._compute(patterns),
                                  extra=None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)),
                                  max_entries=9)

@@ -346,6 +346,7 @@ class InGraphWindowLayout:
         self._device = device
         self._dims = tuple(range(1, 1 + len(self.padded)))
         self._patterns = None
+        self._border = None
 
     def _roll(self, x: torch.Tensor, sign: int) -> torch.Tensor:
         for dim, s in zip(self._dims, self.shift):
@@ -405,6 +406,8 @@ class InGraphWindowLayout:
         on two borders, or an axis with one window, is listed more than once) and the class
         combination of each. Sizes are ``sum_a 2 prod_{b != a} g_b``, built from ``arange``s, so
         no branch or slice depends on the (symbolic) grid."""
+        if self._border is not None:
+            return self._border
         d = len(self.grid)
         indices, combos = [], []
         for axis in range(d):
@@ -423,7 +426,8 @@ class InGraphWindowLayout:
                 combo = combo * 3 + coords[b][1]
             indices.append(index.reshape(-1))
             combos.append(combo.reshape(-1))
-        return torch.cat(indices), torch.cat(combos)
+        self._border = torch.cat(indices), torch.cat(combos)
+        return self._border
 
     def mix_windows(self, u: torch.Tensor, mix, base: torch.Tensor, masked: torch.Tensor,
                     bias: Optional[torch.Tensor] = None) -> torch.Tensor:
