@@ -310,6 +310,12 @@ def _gather_roll(x: torch.Tensor, shift, dim: int) -> torch.Tensor:
     return x.index_select(dim, _wrap(torch.arange(size, device=x.device) + shift, size))
 
 
+def _at_most_one(n):
+    """``min(1, n)`` of a size: an int, a symbolic int (torch.export) or a 0-d tensor (the
+    TorchScript tracer, e.g. under mmdeploy)."""
+    return torch.clamp(n, max=1) if isinstance(n, torch.Tensor) else torch.sym_min(1, n)
+
+
 def _wrap(index: torch.Tensor, size) -> torch.Tensor:
     """``index mod size`` for ``-size <= index < 2 * size`` (a symbolic divisor has no ONNX
     translation for ``remainder``)."""
@@ -341,8 +347,7 @@ class InGraphWindowLayout:
         self.valid = tuple(valid)
         self.window = tuple(int(w) for w in window)
         self.grid = tuple(p // w for p, w in zip(self.padded, self.window))
-        self.shift = tuple(s * torch.sym_min(1, p - w) if s else 0
-                           for s, p, w in zip(shift, self.padded, self.window))
+        self.shift = tuple(s * _at_most_one(p - w) if s else 0 for s, p, w in zip(shift, self.padded, self.window))
         self._device = device
         self._dims = tuple(range(1, 1 + len(self.padded)))
         self._patterns = None
