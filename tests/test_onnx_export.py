@@ -6,7 +6,6 @@ layouts against the cached one) and the refusals; the exports themselves (each t
 cores: torch.export's shape reasoning) are ``slow``.
 """
 import importlib.util
-import os
 import os.path as osp
 
 import pytest
@@ -41,8 +40,9 @@ CASES = {
                                 f'model = dict(backbone=dict(arch={SMALL_VIDEO}, init_cfg=None), '
                                 'cls_head=dict(in_channels=64, num_classes=7))', (6, 40, 50)),
     'wavemlp_classifier': ('configs/wavemlp/wavemlp-t_8xb128_in1k.py',
-                           "model = dict(backbone=dict(arch=dict(_delete_=True, depths=[1, 1, 1, 1], embed_dims=[16, 32, 64, 128], "
-                           "mlp_ratios=[2, 2, 2, 2])), head=dict(in_channels=128, num_classes=10))", (70, 93)),
+                           "model = dict(backbone=dict(arch=dict(_delete_=True, depths=[1, 1, 1, 1], "
+                           "embed_dims=[16, 32, 64, 128], mlp_ratios=[2, 2, 2, 2])), "
+                           "head=dict(in_channels=128, num_classes=10))", (70, 93)),
     'pvt_peg_classifier': ('configs/cpvt/pvt-peg-t-gap_8xb128_in1k.py',
                            "model = dict(backbone=dict(arch=dict(_delete_=True, depths=[1, 1, 1, 1], "
                            "embed_dims=[16, 32, 64, 128], num_heads=[1, 2, 2, 4], mlp_ratios=[2, 2, 2, 2], "
