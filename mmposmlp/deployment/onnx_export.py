@@ -32,12 +32,16 @@ import torch.nn as nn
 
 from mmposmlp.engine.entry import UserError
 
-#: backbone class name -> the one sentence saying why it exports with static shapes only
+#: backbone / neck / head class name -> the one sentence saying why it exports with static shapes only
 DYNAMIC_REFUSALS: Dict[str, str] = {
     'SwinTransformerIMLP': (
         "mmpretrain's Swin blocks choose their window and shift in Python from each feature map's size "
         '(min(H, W) against the window), so one graph cannot serve every size: export it with static shapes '
         '(drop --dynamic) at the size you deploy.'),
+    'FPNHead': (
+        "mmseg's FPNHead upsamples through mmseg's Upsample, which turns every scaled size into a Python int "
+        '(int(size * scale_factor)), so an export bakes the example\'s sizes into the graph: export it with static '
+        'shapes (drop --dynamic) at the size you deploy.'),
 }
 
 PARTS = ('model', 'backbone')
@@ -153,9 +157,12 @@ class TensorPath(nn.Module):
 
 
 def dynamic_refusal(model: nn.Module) -> Optional[str]:
-    """The one-sentence reason why ``model`` exports with static shapes only, or None."""
-    backbone = getattr(model, 'backbone', model)
-    return DYNAMIC_REFUSALS.get(type(backbone).__name__)
+    """``(module type, one-sentence reason)`` why ``model`` exports with static shapes only, or None."""
+    for name in ('backbone', 'neck', 'decode_head', 'bbox_head', 'rpn_head', 'cls_head'):
+        part = getattr(model, name, None)
+        if part is not None and type(part).__name__ in DYNAMIC_REFUSALS:
+            return type(part).__name__, DYNAMIC_REFUSALS[type(part).__name__]
+    return None
 
 
 def build_export_model(config: str, checkpoint: str, cfg_options: Optional[dict] = None) -> nn.Module:
@@ -192,10 +199,10 @@ def export_onnx(path: str, model: nn.Module, example: torch.Tensor, part: str = 
     wrapper = TensorPath(model, part).eval()
     video = wrapper.video or example.dim() == 5
     if dynamic:
-        reason = dynamic_refusal(model)
-        if reason is not None:
-            raise ExportError(f'{type(getattr(model, "backbone", model)).__name__} exports with static shapes '
-                              f'only: {reason}')
+        refusal = dynamic_refusal(model)
+        if refusal is not None:
+            raise ExportError(f'{type(model).__name__} with {refusal[0]} exports with static shapes only: '
+                              f'{refusal[1]}')
     with torch.no_grad():
         names = wrapper.output_names(wrapper.structured(example))
     dynamic_shapes = None
