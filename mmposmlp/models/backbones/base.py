@@ -62,7 +62,7 @@ class ChannelsLastStagesMixin(FrozenStagesMixin):
     def _output(self, i: int, x: torch.Tensor) -> torch.Tensor:
         """Stage ``i``'s channels-last output -> (normed) channels-first, contiguous."""
         out = getattr(self, f'norm{i}')(x) if self.out_norm else x
-        return out.movedim(-1, 1).contiguous()
+        return out.movedim(out.dim() - 1, 1).contiguous()  # (a negative dim breaks the TorchScript ONNX exporter)
 
     def _new_output_norm_keys(self) -> List[str]:
         """Output norms a classification checkpoint cannot hold (all but the last stage's)."""

@@ -24,7 +24,7 @@ from mmcv.cnn import build_norm_layer
 from mmposmlp.registry import MODELS
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
                                 cached_on_tensors, infer_window, resize_grid_values)
-from .windows import WindowLayout
+from .windows import WindowLayout, in_graph_layouts
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
 GATE_TYPES = {
@@ -191,7 +191,8 @@ class PositionalGatingUnit(nn.Module):
         weights = self._group_major_weights(fc1, fc2)
         flat = x.reshape(M * N, -1)
         step = M
-        if not torch.is_grad_enabled() and x.device.type == 'cpu':  # (GPUs want few, large kernels)
+        if not torch.is_grad_enabled() and x.device.type == 'cpu' and not in_graph_layouts():
+            # (GPUs want few, large kernels; an exported graph has no size to chunk by)
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
         if step >= M:
             z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0)
@@ -247,6 +248,9 @@ class PositionalGatingUnit(nn.Module):
         batch's windows; padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
         base, masked = self.mixing.matrices(patterns)
+        if layout is not None and layout.in_graph:  # export: masks per class block of windows
+            return layout.mix_windows(u, lambda m, x: apply_token_mixing(m, x, self.token_bias), base, masked,
+                                      self.token_bias)
         out = apply_token_mixing(base, u, self.token_bias)
         if masked is None or not layout.masked_patterns:
             return out

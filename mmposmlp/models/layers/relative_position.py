@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposmlp.utils.compat import is_compiling
+from .windows import in_graph_layouts
 
 _INTERP = {1: 'linear', 2: 'bicubic', 3: 'trilinear'}
 
@@ -79,10 +80,10 @@ def resize_grid_values(values: torch.Tensor, old: Sequence[int], new: Sequence[i
 def cached_on_tensors(owner: nn.Module, name: str, tensors: Sequence[Optional[torch.Tensor]], compute: Callable,
                       extra=None, max_entries: int = 1):
     """``compute()``, cached in ``owner.__dict__[name]`` while autograd is off (inference) and
-    recomputed with autograd or under torch.compile. The key is the identity and version counter
+    recomputed with autograd, under torch.compile and while exporting. The key is the identity and version counter
     of ``tensors`` (plus ``extra``): every in-place update - optimiser step, ``load_state_dict``,
     ``copy_`` - and every new storage (``.to()``, ``.half()``) invalidates the entry."""
-    if torch.is_grad_enabled() or is_compiling():
+    if torch.is_grad_enabled() or is_compiling() or in_graph_layouts():
         return compute()
     key = (tuple(None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors), extra)
     cache = owner.__dict__.setdefault(name, {})
@@ -114,6 +115,8 @@ class _PositionMixing(nn.Module):
         and reused until a parameter changes (tracked by the tensors' version counters, which
         every in-place update - optimiser step, ``load_state_dict``, ``copy_`` - bumps).
         """
+        if in_graph_layouts():  # exporting: no cache keyed by storage addresses
+            return self._compute(patterns)
         return cached_on_tensors(self, '_matrix_cache', list(self.parameters()), lambda: self._compute(patterns),
                                  extra=None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)),
                                  max_entries=9)

@@ -9,8 +9,12 @@ Written once and used by every windowed model (PosMLP image, PosMLP-Video):
   same region of the shifted grid as the query, so every real token mixes exactly the real
   tokens of its (shifted) window.
 
-Masks only depend on shapes, so they are computed once per shape and cached.
+Masks only depend on shapes, so they are computed once per shape and cached. While a model is
+exported (``torch.export``, ``torch.onnx.export``), :class:`InGraphWindowLayout` replaces that
+cache: padding, the effective shift and the masks are then computed from the map's (possibly
+symbolic) shape with tensor ops, so one exported graph serves every input size.
 """
+import contextlib
 import math
 from functools import lru_cache
 from typing import Optional, Sequence, Tuple
@@ -18,7 +22,36 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from mmposmlp.utils.compat import assume_constant_result
+from mmposmlp.utils.compat import assume_constant_result, is_compiling
+
+_IN_GRAPH_FORCED = False
+
+
+def in_graph_layouts() -> bool:
+    """True while the model is exported (``torch.export`` / ``torch.onnx.export``) or inside
+    :func:`force_in_graph_layouts`: window layouts, padding and masks are then built in the graph
+    (:class:`InGraphWindowLayout`) and no shape-keyed cache or chunking is used."""
+    if _IN_GRAPH_FORCED:
+        return True
+    compiler = getattr(torch, 'compiler', None)
+    if compiler is not None and hasattr(compiler, 'is_exporting') and compiler.is_exporting():
+        return True
+    if is_compiling():  # torch.compile: the cached layouts enter the graph as constants
+        return False
+    onnx = getattr(torch, 'onnx', None)
+    return bool(onnx is not None and onnx.is_in_onnx_export())
+
+
+@contextlib.contextmanager
+def force_in_graph_layouts(enabled: bool = True):
+    """Run eagerly with the export form of the layouts (what an exported graph computes); for
+    tests and for tracers that :func:`in_graph_layouts` does not detect."""
+    global _IN_GRAPH_FORCED
+    previous, _IN_GRAPH_FORCED = _IN_GRAPH_FORCED, enabled
+    try:
+        yield
+    finally:
+        _IN_GRAPH_FORCED = previous
 
 
 def to_tuple(value, n: int) -> Tuple[int, ...]:
@@ -34,6 +67,16 @@ def pad_to_multiple(x: torch.Tensor, window_size: Sequence[int]) -> torch.Tensor
     """Zero-pad the spatial axes of a channels-last map at their ends to window multiples."""
     spatial = x.shape[1:-1]
     pads = []
+    if in_graph_layouts():
+        # sizes may be symbolic: pad (maybe by zero) to ``ceil(s / w) * w`` (visibly a multiple of
+        # ``w`` to the shape solver) by a clamped gather and a mask - ``F.pad``/slicing would let
+        # the exporter specialise on whether the padding is zero
+        for dim, (s, w) in enumerate(zip(spatial, window_size), start=1):
+            pos = torch.arange((s + w - 1) // w * w, device=x.device)
+            view = [1] * x.dim()
+            view[dim] = -1
+            x = x.index_select(dim, pos.clamp(max=s - 1)) * (pos < s).view(view).to(x.dtype)
+        return x
     for s, w in zip(reversed(spatial), reversed(window_size)):
         pads += [0, (-s) % w]
     if not any(pads):
@@ -192,6 +235,8 @@ class WindowLayout:
             (Swin disables the shift in that case too).
     """
 
+    in_graph = False
+
     def __init__(self, padded: Sequence[int], valid: Sequence[int], window: Sequence[int],
                  shift: Sequence[int], device: torch.device):
         self.padded = tuple(padded)
@@ -240,6 +285,10 @@ def padded_shape(spatial: Sequence[int], window: Sequence[int]) -> Tuple[int, ..
 
 def crop(x: torch.Tensor, valid: Sequence[int]) -> torch.Tensor:
     """Crop a channels-last padded map back to ``valid``."""
+    if in_graph_layouts():  # a gather: a slice would let the exporter specialise on "no padding"
+        for dim, v in enumerate(valid, start=1):
+            x = x.index_select(dim, torch.arange(v, device=x.device))
+        return x
     if tuple(x.shape[1:-1]) == tuple(valid):
         return x
     idx = (slice(None), ) + tuple(slice(0, v) for v in valid) + (slice(None), )
@@ -249,4 +298,162 @@ def crop(x: torch.Tensor, valid: Sequence[int]) -> torch.Tensor:
 def make_layout(x: torch.Tensor, valid: Sequence[int], window: Sequence[int],
                 shift: Optional[Sequence[int]] = None) -> WindowLayout:
     shift = shift if shift is not None else (0, ) * len(window)
+    if in_graph_layouts():
+        return InGraphWindowLayout(x.shape[1:-1], valid, window, shift, x.device)
     return WindowLayout(x.shape[1:-1], valid, window, shift, x.device)
+
+
+def _gather_roll(x: torch.Tensor, shift, dim: int) -> torch.Tensor:
+    """``torch.roll(x, -shift, dim)`` as a gather whose index is computed in the graph (``shift``
+    may be symbolic, also zero)."""
+    size = x.shape[dim]
+    return x.index_select(dim, _wrap(torch.arange(size, device=x.device) + shift, size))
+
+
+def _at_most_one(n):
+    """``min(1, n)`` of a size: an int, a symbolic int (torch.export) or a 0-d tensor (the
+    TorchScript tracer, e.g. under mmdeploy)."""
+    return torch.clamp(n, max=1) if isinstance(n, torch.Tensor) else torch.sym_min(1, n)
+
+
+def _wrap(index: torch.Tensor, size) -> torch.Tensor:
+    """``index mod size`` for ``-size <= index < 2 * size`` (a symbolic divisor has no ONNX
+    translation for ``remainder``)."""
+    index = torch.where(index >= size, index - size, index)
+    return torch.where(index < 0, index + size, index)
+
+
+class InGraphWindowLayout:
+    """The export form of :class:`WindowLayout`: same partition/convert/reverse, but every
+    quantity that depends on the map size is computed with tensor (or symbolic-int) ops, so an
+    exported graph stays exact at every input size.
+
+    * The shift is applied only along axes with more than one window, as ``s * min(1, p - w)``
+      (no Python branch on the size); rolls are gathers.
+    * Windows fall into at most three classes per axis: interior (all but the last two),
+      second-to-last and last (padding and the shift seams only reach the last two windows:
+      padding is shorter than a window and the shift is at most one). The key masks of the
+      ``3**d`` class combinations are built in the graph (:attr:`patterns`); the token mixing
+      (:meth:`mix_windows`) recomputes the border windows with their masked matrices - the
+      same masks as the eager layout, which only finds out which of them mask something.
+    """
+
+    in_graph = True
+    masked = True  # unknown before the size is: masks are applied (all-True ones change nothing)
+
+    def __init__(self, padded: Sequence, valid: Sequence, window: Sequence[int], shift: Sequence[int],
+                 device: torch.device):
+        self.padded = tuple(padded)
+        self.valid = tuple(valid)
+        self.window = tuple(int(w) for w in window)
+        self.grid = tuple(p // w for p, w in zip(self.padded, self.window))
+        self.shift = tuple(s * _at_most_one(p - w) if s else 0 for s, p, w in zip(shift, self.padded, self.window))
+        self._device = device
+        self._dims = tuple(range(1, 1 + len(self.padded)))
+        self._patterns = None
+        self._border = None
+
+    def _roll(self, x: torch.Tensor, sign: int) -> torch.Tensor:
+        for dim, s in zip(self._dims, self.shift):
+            if not isinstance(s, int) or s:
+                x = _gather_roll(x, sign * s, dim)
+        return x
+
+    def partition(self, x: torch.Tensor) -> torch.Tensor:
+        return window_partition(self._roll(x, 1), self.window)
+
+    def reverse(self, windows: torch.Tensor) -> torch.Tensor:
+        return self._roll(window_reverse(windows, self.window, self.padded), -1)
+
+    def convert(self, windows: torch.Tensor, target: 'InGraphWindowLayout') -> torch.Tensor:
+        return target.partition(self.reverse(windows))
+
+    def _axis_classes(self, axis: int):
+        """Per class (interior, second-to-last, last window): ``(same_region (w, w), real (w,))``
+        of the window's slots along ``axis``."""
+        w, p, v, s, g = (self.window[axis], self.padded[axis], self.valid[axis], self.shift[axis],
+                         self.grid[axis])
+        slots = torch.arange(w, device=self._device)
+        out = []
+        for start in (0, (g - 2) * w, (g - 1) * w):
+            q = slots + start  # slot coordinate on the shifted grid
+            real = _wrap(q + s, p) < v  # the position it holds, before the shift, is real
+            region = (q >= p - w).long() + (q >= p - s).long()  # Swin's strips of the last window
+            out.append((region[:, None] == region[None, :], real))
+        return out
+
+    @property
+    def patterns(self) -> torch.Tensor:
+        """``(3**d, N, N)`` bool key masks of the class combinations (class index
+        ``sum_a c_a 3**(d-1-a)``), each with the diagonal kept (padded queries keep themselves)."""
+        if self._patterns is None:
+            per_axis = [self._axis_classes(a) for a in range(len(self.window))]
+            n = math.prod(self.window)
+            eye = torch.eye(n, dtype=torch.bool, device=self._device)
+            masks = []
+            for combo in _class_combos(len(self.window)):
+                same = torch.ones(1, 1, dtype=torch.bool, device=self._device)
+                real = torch.ones(1, dtype=torch.bool, device=self._device)
+                for a, c in enumerate(combo):
+                    eq, r = per_axis[a][c]
+                    m, w = same.shape[0], eq.shape[0]
+                    same = (same[:, None, :, None] & eq[None, :, None, :]).reshape(m * w, m * w)
+                    real = (real[:, None] & r[None, :]).reshape(-1)
+                masks.append((same & real[None, :]) | eye)
+            self._patterns = torch.stack(masks)
+        return self._patterns
+
+    def masked_rows(self, start: int, count: int):
+        raise RuntimeError('an in-graph window layout mixes per class block (mix_windows), not per masked row')
+
+    def _border_windows(self):
+        """``(index, combo)``: the windows in the last two along any axis (with repeats: a window
+        on two borders, or an axis with one window, is listed more than once) and the class
+        combination of each. Sizes are ``sum_a 2 prod_{b != a} g_b``, built from ``arange``s, so
+        no branch or slice depends on the (symbolic) grid."""
+        if self._border is not None:
+            return self._border
+        d = len(self.grid)
+        indices, combos = [], []
+        for axis in range(d):
+            coords = []
+            for b, g in enumerate(self.grid):
+                if b == axis:  # the last two windows (clamped: one window -> [0, 0])
+                    i = torch.clamp(torch.arange(2, device=self._device) + (g - 2), min=0)
+                else:
+                    i = torch.arange(g, device=self._device)
+                view = [1] * d
+                view[b] = -1
+                coords.append((i.view(view), ((i >= g - 2).long() + (i >= g - 1).long()).view(view)))
+            index, combo = coords[0]
+            for b in range(1, d):
+                index = index * self.grid[b] + coords[b][0]
+                combo = combo * 3 + coords[b][1]
+            indices.append(index.reshape(-1))
+            combos.append(combo.reshape(-1))
+        self._border = torch.cat(indices), torch.cat(combos)
+        return self._border
+
+    def mix_windows(self, u: torch.Tensor, mix, base: torch.Tensor, masked: torch.Tensor,
+                    bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Token mixing of ``u`` (G, K, B * nW, N): ``mix(base, u)`` for every window, then the
+        windows that may need a mask (the last two along any axis) recomputed with the masked
+        matrix of their class combination (``masked`` (3**d, G, N, N)) and written back."""
+        G, K, _, N = u.shape
+        n_windows = math.prod(self.grid)
+        out = mix(base, u).view(G, K, -1, n_windows, N)
+        index, combo = self._border_windows()
+        rows = u.view(G, K, -1, n_windows, N).index_select(3, index)  # (G, K, B, Wb, N)
+        mats = masked.to(u.dtype).index_select(0, combo)  # (Wb, G, N, N)
+        fixed = torch.einsum('wgmn,gkbwn->gkbwm', mats, rows)
+        if bias is not None:
+            fixed = fixed + bias.to(u.dtype)
+        return out.index_copy(3, index, fixed).view(G, K, -1, N)
+
+
+@lru_cache(maxsize=None)
+def _class_combos(d: int):
+    combos = [()]
+    for _ in range(d):
+        combos = [c + (k, ) for c in combos for k in range(3)]
+    return combos
