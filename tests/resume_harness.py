@@ -4,7 +4,7 @@ A kill point is ``KIND:N``:
 
 * ``iter:N``  - in iteration N, after its batch was loaded and before the step (mid-iteration);
 * ``val:N``   - in the validation that follows iteration N, after its second batch;
-* ``write:N`` - while the checkpoint of iteration N is being written (the file is half-written).
+* ``write:N`` - while the checkpoint of iteration N is being written (half its bytes are on disk).
 
 ``run_chain`` runs the config once per kill point (each resuming the previous one with ``--resume``) and
 a last time to the end. :func:`assert_same_run` compares final weights, EMA weights, optimizer and
@@ -19,6 +19,8 @@ import sys
 import textwrap
 
 import torch
+
+from mmposmlp.utils.compat import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TRAIN = osp.join(ROOT, 'tools', 'train.py')
@@ -41,9 +43,18 @@ def _die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-class _KillWhilePickled:
-    def __reduce__(self):
+def _die_halfway_through_the_next_file_write():
+    """The next checkpoint file written dies with half its bytes on disk (wherever it is written)."""
+    from mmengine.fileio.backends.local_backend import LocalBackend
+
+    def put(self, obj, filepath):
+        with open(filepath, 'wb') as f:
+            f.write(obj[:len(obj) // 2])
+            f.flush()
+            os.fsync(f.fileno())
         _die()
+
+    LocalBackend.put = put
 
 
 @HOOKS.register_module()
@@ -63,7 +74,7 @@ class KillAtHook(Hook):
     def before_save_checkpoint(self, runner, checkpoint):
         kind, n = _spec()
         if kind == 'write' and checkpoint['meta']['iter'] == n:
-            checkpoint['zz_kill_while_writing'] = _KillWhilePickled()
+            _die_halfway_through_the_next_file_write()
 '''
 
 SCHEDULE = """
@@ -151,7 +162,7 @@ def _tensors_equal(a, b, where):
 
 
 def final_checkpoint(work_dir, iters):
-    return torch.load(osp.join(work_dir, f'iter_{iters}.pth'), map_location='cpu', weights_only=True)
+    return safe_torch_load(osp.join(work_dir, f'iter_{iters}.pth'))
 
 
 def assert_same_run(ref_dir, work_dir, iters, with_ema=False):
@@ -180,7 +191,7 @@ def toy_cwd(tmp_path, toy_data):
 
 def sanity_check_training_moves(ref_dir, iters):
     """The reference run really trained (the weights left the first checkpoint)."""
-    first = torch.load(osp.join(ref_dir, 'iter_2.pth'), map_location='cpu', weights_only=True)['state_dict']
+    first = safe_torch_load(osp.join(ref_dir, 'iter_2.pth'))['state_dict']
     last = final_checkpoint(ref_dir, iters)['state_dict']
     assert any(not torch.equal(first[k], last[k]) for k in first if first[k].is_floating_point())
 

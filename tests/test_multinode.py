@@ -15,6 +15,8 @@ import uuid
 import pytest
 import torch
 
+from mmposmlp.utils.compat import safe_torch_load
+
 from toolcfg import RESNET18_CLS, repo_path, write_cfg
 
 ITERS = 6
@@ -126,8 +128,8 @@ def test_two_nodes_in_network_namespaces_agree_and_resume_exactly(two_nodes, toy
     print(f'node 1 ended {time.time() - t1:.1f} s after node 0 was killed')
     assert (work / 'iter_4.pth').is_file() and not (work / f'iter_{ITERS}.pth').exists()
     _both(two_nodes, cfg, work, tmp_path, 29613, resume=True)
-    a = torch.load(ref / f'iter_{ITERS}.pth', weights_only=True)
-    b = torch.load(work / f'iter_{ITERS}.pth', weights_only=True)
+    a = safe_torch_load(str(ref / f'iter_{ITERS}.pth'))
+    b = safe_torch_load(str(work / f'iter_{ITERS}.pth'))
     for k in a['state_dict']:
         assert torch.equal(a['state_dict'][k], b['state_dict'][k]), k
     assert len(b['resume_state']['rng']) == 2
