@@ -161,6 +161,7 @@ class ExactResumeHook(Hook):
         self._pending: Optional[dict] = None
         self._resumed: Optional[dict] = None
         self._val_state: Optional[dict] = None
+        self._validation_check = None
 
     # ---- saving -------------------------------------------------------------------------------
     def _capture_all(self, runner, iteration: int, epoch: int, at_epoch_end: bool) -> None:
@@ -230,7 +231,9 @@ class ExactResumeHook(Hook):
         loop = runner.train_loop
         step = loop.iter if _iteration_based(loop) else loop.epoch
         if _iteration_based(loop) or state.get('at_epoch_end'):
-            self._rerun_interrupted_validation(runner, loop, step)
+            # in before_train_epoch: every hook's before_train (e.g. CheckpointHook's, which save_best needs)
+            # has run by then
+            self._validation_check = (loop, step)
         rng = state['rng'][_dist().get_rank()] if len(state['rng']) > _dist().get_rank() else None
         if rng is None:
             runner.logger.warning('the checkpoint holds no random states for this rank; continuing without them.')
@@ -240,6 +243,11 @@ class ExactResumeHook(Hook):
                                                          lambda: restore_rng_state(rng))
         else:
             restore_rng_state(rng)
+
+    def before_train_epoch(self, runner) -> None:
+        check, self._validation_check = getattr(self, '_validation_check', None), None
+        if check is not None:
+            self._rerun_interrupted_validation(runner, *check)
 
     def _rerun_interrupted_validation(self, runner, loop, step: int) -> None:
         if not _validation_due(loop, runner, step):
