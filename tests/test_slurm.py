@@ -1,7 +1,7 @@
-"""tools/slurm_train.sh / slurm_test.sh on a real (throw-away, single-node) Slurm cluster (issue 8).
+"""tools/slurm_train.sh / slurm_test.sh on a real (throw-away, single-node) Slurm cluster.
 
-Marked ``slurm``: run with ``make test-slurm`` / ``pytest -m slurm tests/test_slurm.py`` (root; apt installs
-slurmctld slurmd slurm-client munge if missing). The cluster is CPU-only, so the scripts pick CPU mode
+Marked ``slurm``: part of ``make test``; alone with ``make test-slurm`` / ``pytest -m slurm tests/test_slurm.py``
+(root; apt installs slurmctld slurmd slurm-client munge if missing; skipped with the reason otherwise). The cluster is CPU-only, so the scripts pick CPU mode
 (no --gres, gloo) by themselves from ``sinfo -o %G``.
 """
 import os

@@ -17,13 +17,14 @@ TOOLS=$(cd "$(dirname "$0")" && pwd)
 if [ -z "${PORT:-}" ]; then
   if [ "$NNODES" -gt 1 ]; then PORT=29500; else
     PORT=$($PYTHON -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+    export MMPOSMLP_AUTO_PORT=1  # picked here: the launcher may pick another if a concurrent job takes it
   fi
 elif [ "$NODE_RANK" -eq 0 ] && ! $PYTHON -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('', int(sys.argv[1])))" "$PORT" 2>/dev/null; then
   echo "ERROR: PORT=$PORT is already in use on $(hostname): choose another PORT or unset it to pick a free one." >&2
   exit 1
 fi
 PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
-exec $PYTHON -m torch.distributed.run \
+exec $PYTHON -m mmposmlp.utils.launch \
     --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
     --nproc_per_node="$GPUS" --master_port="$PORT" \
     "$TOOLS/test.py" "$CONFIG" "$CHECKPOINT" --launcher pytorch "${@:4}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Distributed training on one or more nodes with torchrun (interface of mmdet 3.3.0's dist_train.sh).
+# torchrun runs through mmposmlp.utils.launch: a failed, killed or stalled rank ends the job with one sentence.
 #   bash tools/dist_train.sh CONFIG GPUS [train.py args...]
 # Env: NNODES (1), NODE_RANK (0), MASTER_ADDR (127.0.0.1), PORT (default: a free port on single-node runs,
 # 29500 on multi-node runs, where every node must be given the same PORT). GPUS = processes per node; on
@@ -18,6 +19,7 @@ TOOLS=$(cd "$(dirname "$0")" && pwd)
 if [ -z "${PORT:-}" ]; then
   if [ "$NNODES" -gt 1 ]; then PORT=29500; else
     PORT=$($PYTHON -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+    export MMPOSMLP_AUTO_PORT=1  # picked here: the launcher may pick another if a concurrent job takes it
   fi
 elif [ "$NODE_RANK" -eq 0 ] && ! $PYTHON -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('', int(sys.argv[1])))" "$PORT" 2>/dev/null; then
   echo "ERROR: PORT=$PORT is already in use on $(hostname): choose another PORT or unset it to pick a free one." >&2
@@ -38,7 +40,7 @@ check_total_batch() {  # check_total_batch WORLD_SIZE ARGS...
 }
 check_total_batch $((GPUS * NNODES)) "${@:3}"
 PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
-exec $PYTHON -m torch.distributed.run \
+exec $PYTHON -m mmposmlp.utils.launch \
     --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
     --nproc_per_node="$GPUS" --master_port="$PORT" \
     "$TOOLS/train.py" "$CONFIG" --launcher pytorch "${@:3}"

@@ -30,6 +30,9 @@ def parse_args(argv=None):
     parser.add_argument('--resume', nargs='?', type=str, const='auto',
                         help='resume from the given checkpoint; without a path, from the last complete '
                         'checkpoint in the work dir')
+    parser.add_argument('--resume-world-size-change', action='store_true',
+                        help='(mmposmlp) allow --resume with another number of processes than the checkpoint '
+                        'was written by (the run continues, but not bit-identically)')
     parser.add_argument('--total-batch-size', type=int, default=None,
                         help='(mmposmlp) global batch size, split evenly over the processes')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
@@ -96,6 +99,8 @@ def main(argv=None):
         cfg.resume = True
         cfg.load_from = args.resume
 
+    if args.resume_world_size_change:
+        cfg.resume_allow_world_size_change = True
     prepare_launch(cfg, args.launcher)
     if args.total_batch_size is not None:
         apply_total_batch_size(cfg, args.total_batch_size, args.launcher)

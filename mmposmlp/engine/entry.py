@@ -204,12 +204,14 @@ def build_runner(cfg):
 
 
 def activate_mmposmlp_runtime(cfg) -> None:
-    """Safe loading of mmengine checkpoints, atomic checkpoint files, checked resume."""
+    """Safe loading of mmengine checkpoints, atomic checkpoint files, checked and exact resume."""
     from mmposmlp.engine.checkpoint import patch_atomic_checkpoints, patch_resume_check
+    from mmposmlp.engine.resume_state import add_exact_resume_hook
     from mmposmlp.utils.compat import patch_mmengine_checkpoint_loading
     patch_mmengine_checkpoint_loading()
     patch_atomic_checkpoints()
     patch_resume_check()
+    add_exact_resume_hook(cfg)
     hooks = cfg.get('default_hooks')
     if isinstance(hooks, dict) and isinstance(hooks.get('checkpoint'), dict) and \
             hooks['checkpoint'].get('type') in ('CheckpointHook', 'mmengine.CheckpointHook'):
@@ -257,8 +259,11 @@ def trusted_checkpoint_context(trust: bool, paths):
 
 def prepare_launch(cfg, launcher: str) -> None:
     """Distributed settings: gloo + DDP without device ids on CPU; Slurm address/port."""
-    from mmposmlp.utils.dist import prepare_slurm_env, setup_cpu_distributed
+    from mmposmlp.utils.dist import end_with_parent, prepare_slurm_env, setup_cpu_distributed, stall_timeout
     cfg.launcher = launcher
+    if launcher == 'pytorch':
+        end_with_parent()  # torchrun starts ranks in their own session: end them with the launcher
+    stall_timeout()  # a malformed MMPOSMLP_STALL_TIMEOUT is refused before anything starts
     if launcher == 'slurm':
         prepare_slurm_env()
     setup_cpu_distributed(cfg, launcher)

@@ -25,3 +25,23 @@ class SaveRankWeightsHook(Hook):
         # buffers (BN running stats) may differ between ranks: mmengine's DDP uses broadcast_buffers=False
         torch.save({'params': params, 'buffers': buffers},
                    osp.join(runner.work_dir, f'rank{get_rank()}_final.pth'))
+
+
+@HOOKS.register_module()
+class RankWatchdogHook(Hook):
+    """Distributed runs: a heartbeat thread per rank ends the job when another rank stops
+    (:class:`mmposmlp.utils.dist.RankWatchdog`; ``MMPOSMLP_STALL_TIMEOUT`` seconds, default 180, 0 = off).
+    ``tools/train.py`` adds it to every run; it does nothing in single-process runs."""
+    priority = 'VERY_HIGH'
+
+    def __init__(self):
+        self._dog = None
+
+    def before_run(self, runner) -> None:
+        from mmposmlp.utils.dist import start_rank_watchdog
+        self._dog = start_rank_watchdog()
+
+    def after_run(self, runner) -> None:
+        if self._dog is not None:
+            self._dog.stop(done=True)
+            self._dog = None

@@ -121,3 +121,149 @@ def world_size_from_env(launcher: str) -> int:
     if launcher == 'pytorch':
         return int(os.environ.get('WORLD_SIZE', '1'))
     return 1
+
+
+# ---- faults: a launcher that dies takes its ranks along; a rank that stops ends the job ---------------------
+STALL_TIMEOUT_ENV = 'MMPOSMLP_STALL_TIMEOUT'
+DEFAULT_STALL_TIMEOUT = 180.0
+STALL_EXIT_CODE = 75
+
+
+def end_with_parent(sig=None) -> bool:
+    """Linux: this process gets ``sig`` (default SIGKILL) as soon as its parent process dies.
+
+    torchrun starts every rank in its own session, so a SIGKILL to the launcher (or to its process
+    group) would leave the ranks training on; with this each rank ends with the launcher. Returns
+    False where ``prctl`` is not available.
+    """
+    import ctypes
+    import signal
+    import sys
+    if not sys.platform.startswith('linux'):
+        return False
+    sig = signal.SIGKILL if sig is None else sig
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(sig), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), sig)
+    return True
+
+
+def stall_timeout() -> float:
+    """Seconds without a heartbeat after which a rank counts as stalled (``MMPOSMLP_STALL_TIMEOUT``, 0 = off)."""
+    raw = os.environ.get(STALL_TIMEOUT_ENV, '')
+    if not raw:
+        return DEFAULT_STALL_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LaunchError(f'{STALL_TIMEOUT_ENV}={raw!r} is not a number of seconds: set it to e.g. 180, or 0 to '
+                          'turn the stalled-rank check off.') from None
+    if value < 0:
+        raise LaunchError(f'{STALL_TIMEOUT_ENV}={raw!r} is negative: set it to e.g. 180, or 0 to turn the '
+                          'stalled-rank check off.')
+    return value
+
+
+class RankWatchdog:
+    """Every rank publishes a heartbeat in the rendezvous store (MASTER_ADDR:MASTER_PORT) from a thread and
+    watches everyone else's. When a rank's heartbeat has not changed for ``timeout`` seconds - its process
+    is stopped (SIGSTOP), frozen, or cut off - the watcher prints one sentence naming that rank and exits
+    with :data:`STALL_EXIT_CODE`, which makes the launcher (torchrun, srun --kill-on-bad-exit) end the job.
+    Same code for gloo and nccl: it does not use the process group at all.
+    """
+
+    def __init__(self, rank: int, world_size: int, timeout: float, host: str, port: int, period=None,
+                 key_prefix: str = 'mmposmlp/heartbeat'):
+        self.rank, self.world_size, self.timeout = rank, world_size, timeout
+        self.host, self.port = host, port
+        self.period = period or max(0.5, min(5.0, timeout / 6))
+        run = os.environ.get('TORCHELASTIC_RUN_ID') or os.environ.get('SLURM_JOB_ID') or ''
+        restart = os.environ.get('TORCHELASTIC_RESTART_COUNT') or os.environ.get('SLURM_RESTART_COUNT') or '0'
+        self.prefix = f'{key_prefix}/{run}/{restart}'
+        self._stop = None
+        self._thread = None
+
+    def start(self) -> None:
+        import threading
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='mmposmlp-rank-watchdog', daemon=True)
+        self._thread.start()
+
+    def stop(self, done: bool = True) -> None:
+        if self._stop is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=2 * self.period + 5)
+        if done:
+            try:
+                self._store().set(f'{self.prefix}/{self.rank}', 'done')
+            except Exception:  # noqa: BLE001  (the job is ending anyway)
+                pass
+
+    def _store(self):
+        import datetime
+
+        import torch.distributed as tdist
+        if getattr(self, '_client', None) is None:
+            self._client = tdist.TCPStore(self.host, self.port, is_master=False, wait_for_workers=False,
+                                          timeout=datetime.timedelta(seconds=max(5.0, min(60.0, self.timeout))))
+        return self._client
+
+    def _fail(self, message: str) -> None:
+        import sys
+        print(f'ERROR: {message}', file=sys.stderr, flush=True)
+        os._exit(STALL_EXIT_CODE)
+
+    def _run(self) -> None:
+        import time
+        beat = 0
+        last, changed = {}, {}
+        try:
+            store = self._store()
+            start = time.monotonic()
+            while not self._stop.is_set():
+                beat += 1
+                store.set(f'{self.prefix}/{self.rank}', str(beat))
+                now = time.monotonic()
+                for r in range(self.world_size):
+                    if r == self.rank:
+                        continue
+                    key = f'{self.prefix}/{r}'
+                    value = store.get(key) if store.check([key]) else None
+                    if value != last.get(r, ()):
+                        last[r], changed[r] = value, now
+                    if value == b'done':
+                        continue
+                    silent = now - changed.get(r, start)
+                    if silent > self.timeout:
+                        what = 'sent no heartbeat' if value is None else 'stopped sending heartbeats'
+                        self._fail(f'rank {r} has {what} for {silent:.0f} s (its process is stopped, hung or cut '
+                                   f'off): ending the job. {STALL_TIMEOUT_ENV} (now {self.timeout:g} s) sets this '
+                                   'limit.')
+                self._stop.wait(self.period)
+        except Exception as exc:  # noqa: BLE001  (a store that stops answering is a stall, too)
+            if self._stop.is_set():
+                return
+            host_note = 'rank 0 hosts it under Slurm, the launcher under torchrun'
+            self._fail(f'the rendezvous store at {self.host}:{self.port} stopped answering ({host_note}): '
+                       f'ending the job ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ""}).')
+
+
+def start_rank_watchdog():
+    """A started :class:`RankWatchdog` for this distributed run, or None (single process, or switched off)."""
+    import torch.distributed as tdist
+    if not (tdist.is_available() and tdist.is_initialized()) or tdist.get_world_size() < 2:
+        return None
+    timeout = stall_timeout()
+    if timeout == 0 or 'MASTER_ADDR' not in os.environ or 'MASTER_PORT' not in os.environ:
+        return None
+    dog = RankWatchdog(tdist.get_rank(), tdist.get_world_size(), timeout, os.environ['MASTER_ADDR'],
+                       int(os.environ['MASTER_PORT']))
+    dog.start()
+    return dog

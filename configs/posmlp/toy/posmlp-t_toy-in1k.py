@@ -15,12 +15,11 @@ test_pipeline = [
     dict(type='CenterCrop', crop_size=64),
     dict(type='PackInputs'),
 ]
+# the base config's ImageNet dataset (split='train'/'val') reads the toy folders and their meta/ lists
 train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-                        dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='train',
-                                     ann_file='', with_label=True, pipeline=train_pipeline))
+                        dataset=dict(data_root=data_root, pipeline=train_pipeline))
 val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-                      dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='val',
-                                   ann_file='', with_label=True, pipeline=test_pipeline))
+                      dataset=dict(data_root=data_root, pipeline=test_pipeline))
 test_dataloader = val_dataloader
 custom_hooks = []
 train_cfg = dict(max_epochs=1)

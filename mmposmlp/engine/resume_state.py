@@ -1,0 +1,283 @@
+"""Exact resume: every rank's random-number state travels in the checkpoint; validation a kill
+interrupted runs again.
+
+mmengine restores weights, optimizer, schedulers, the message hub and the iteration counter, and then
+re-seeds. It does not restore the random streams that drop path, Mixup/CutMix and (with
+``num_workers=0``) the data augmentations draw from, so a resumed run diverges from an uninterrupted
+one at the first stochastic layer. :class:`ExactResumeHook` closes that gap:
+
+* At every iteration (or epoch) after which a ``CheckpointHook`` saves, all ranks capture their torch
+  (CPU and current CUDA device), numpy and python ``random`` states; rank 0 stores them, one entry per
+  rank, under ``checkpoint['resume_state']``, with the world size and where they were taken. Every value
+  is a plain type (tensors, ints, floats, str, tuples, lists, dicts), so the checkpoint loads with
+  ``torch.load(weights_only=True)``.
+* On ``--resume`` each rank restores its own states exactly where the uninterrupted run stood when it
+  saved: after mmengine's loop has skipped the already-trained batches (the skip itself draws random
+  numbers for the augmentations) and before the next batch is loaded. Worker processes need nothing:
+  mmengine seeds them from ``(seed, rank, worker id)`` and the skip replays their streams.
+* Validation neither draws from nor disturbs the training streams (the states are saved before it
+  and put back after it), so a validation that is re-run changes nothing.
+* Rank 0 records each finished validation in ``<work_dir>/validation_done`` (replaced atomically). A
+  resumed run whose checkpoint was written just before a validation that never finished runs that
+  validation first; this includes the final one, which mmengine would otherwise skip.
+* A different world size is refused (the per-rank batches and streams cannot be mapped onto another
+  number of processes) unless ``resume_allow_world_size_change=True`` is set (``tools/train.py
+  --resume-world-size-change``).
+
+Exactness needs a fixed ``randomness.seed`` (otherwise mmengine seeds the data workers and the sampler
+with a new random seed in every run) and an iteration-based loop, or checkpoints at epoch ends.
+"""
+import os.path as osp
+import random
+from typing import Optional
+
+import numpy as np
+import torch
+from mmengine.hooks import CheckpointHook, Hook
+
+from mmposmlp.engine.entry import UserError
+from mmposmlp.registry import HOOKS
+
+STATE_KEY = 'resume_state'
+VALIDATION_DONE = 'validation_done'
+ALLOW_WORLD_SIZE_CHANGE = 'resume_allow_world_size_change'
+
+
+class ResumeStateError(UserError):
+    """A checkpoint cannot be resumed exactly in this launch; the message names both sides and the fix."""
+
+
+def capture_rng_state() -> dict:
+    """This process's random states, as plain types (loadable with ``weights_only=True``)."""
+    algorithm, keys, pos, has_gauss, cached_gaussian = np.random.get_state()
+    state = dict(
+        torch=torch.get_rng_state(),
+        numpy=dict(algorithm=str(algorithm), keys=torch.from_numpy(keys.astype(np.int64)), pos=int(pos),
+                   has_gauss=int(has_gauss), cached_gaussian=float(cached_gaussian)),
+        python=_plain(random.getstate()))
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state['cuda'] = torch.cuda.get_rng_state()
+    return state
+
+
+def restore_rng_state(state: dict) -> None:
+    """Inverse of :func:`capture_rng_state`."""
+    torch.set_rng_state(state['torch'])
+    np_state = state['numpy']
+    np.random.set_state((np_state['algorithm'], np_state['keys'].numpy().astype(np.uint32), np_state['pos'],
+                         np_state['has_gauss'], np_state['cached_gaussian']))
+    random.setstate(_tuples(state['python']))
+    if 'cuda' in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state['cuda'])
+
+
+def _plain(value):
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _tuples(value):
+    if isinstance(value, (tuple, list)):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def _dist():
+    from mmengine import dist
+    return dist
+
+
+def _checkpoint_hooks(runner):
+    return [h for h in runner.hooks if isinstance(h, CheckpointHook)]
+
+
+def _saves_after_iter(runner) -> bool:
+    for h in _checkpoint_hooks(runner):
+        if not h.by_epoch and (h.every_n_train_iters(runner, h.interval, h.save_begin)
+                               or (h.save_last and h.is_last_train_iter(runner))):
+            return True
+    return False
+
+
+def _saves_after_epoch(runner) -> bool:
+    for h in _checkpoint_hooks(runner):
+        if h.by_epoch and (h.every_n_epochs(runner, h.interval, h.save_begin)
+                           or (h.save_last and h.is_last_train_epoch(runner))):
+            return True
+    return False
+
+
+def _validation_due(loop, runner, step: int) -> bool:
+    """Whether the train loop validates right after ``step`` iterations (or epochs) have finished."""
+    if runner.val_loop is None or step <= 0:
+        return False
+    decide = getattr(loop, '_decide_current_val_interval', None)
+    if decide is not None:
+        decide()
+    interval = getattr(loop, 'val_interval', None)
+    begin = getattr(loop, 'val_begin', 1)
+    last = loop.max_iters if _iteration_based(loop) else loop.max_epochs
+    return bool(interval) and step >= begin and (step % interval == 0 or step == last)
+
+
+def _iteration_based(loop) -> bool:
+    return hasattr(loop, 'dataloader_iterator')
+
+
+class _RestoreAfterSkip:
+    """Wraps the loop's data iterator: after ``skip`` batches (mmengine's resume skip) call ``on_skipped``
+    once, right before the next batch is loaded."""
+
+    def __init__(self, iterator, skip: int, on_skipped):
+        self._iterator = iterator
+        self._skip = skip
+        self._seen = 0
+        self._on_skipped = on_skipped
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._seen == self._skip and self._on_skipped is not None:
+            self._on_skipped()
+            self._on_skipped = None
+        self._seen += 1
+        return next(self._iterator)
+
+    def __getattr__(self, name):
+        return getattr(self._iterator, name)
+
+
+@HOOKS.register_module()
+class ExactResumeHook(Hook):
+    """Saves and restores the per-rank random states and re-runs an interrupted validation (see the
+    module docstring). ``tools/train.py`` adds it to every run."""
+
+    # after EMA/optimizer hooks, before CheckpointHook (VERY_LOW) in after_train_iter/epoch
+    priority = 'LOW'
+
+    def __init__(self):
+        self._pending: Optional[dict] = None
+        self._resumed: Optional[dict] = None
+        self._val_state: Optional[dict] = None
+        self._validation_check = None
+
+    # ---- saving -------------------------------------------------------------------------------
+    def _capture_all(self, runner, iteration: int, epoch: int, at_epoch_end: bool) -> None:
+        dist = _dist()
+        states = dist.all_gather_object(capture_rng_state()) if dist.get_world_size() > 1 \
+            else [capture_rng_state()]
+        self._pending = dict(world_size=len(states), iter=iteration, epoch=epoch, at_epoch_end=at_epoch_end,
+                             rng=list(states))
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if _saves_after_iter(runner):
+            self._capture_all(runner, runner.iter + 1, runner.epoch, at_epoch_end=False)
+
+    def after_train_epoch(self, runner) -> None:
+        if _saves_after_epoch(runner):
+            self._capture_all(runner, runner.iter, runner.epoch + 1, at_epoch_end=True)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        meta = checkpoint.get('meta', {})
+        pending = self._pending
+        if pending is None or pending['iter'] != meta.get('iter') or pending['epoch'] != meta.get('epoch'):
+            # a checkpoint saved outside the hooks' schedule: this rank's own states only
+            pending = dict(world_size=_dist().get_world_size(), iter=meta.get('iter'), epoch=meta.get('epoch'),
+                           at_epoch_end=False, rng=[capture_rng_state()], partial=True)
+        checkpoint[STATE_KEY] = pending
+
+    # ---- validation isolation and its record --------------------------------------------------
+    def before_val(self, runner) -> None:
+        self._val_state = capture_rng_state()
+
+    def after_val(self, runner) -> None:
+        if self._val_state is not None:
+            restore_rng_state(self._val_state)
+            self._val_state = None
+        if getattr(runner, '_train_loop', None) is None or isinstance(runner._train_loop, dict):
+            return  # a test-only run
+        if _dist().is_main_process() and osp.isdir(runner.work_dir):
+            from mmposmlp.engine.checkpoint import atomic_write_text
+            atomic_write_text(osp.join(runner.work_dir, VALIDATION_DONE), f'iter={runner.iter} epoch={runner.epoch}\n')
+
+    # ---- resuming -----------------------------------------------------------------------------
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        if not getattr(runner, '_resume', False):
+            return
+        state = checkpoint.get(STATE_KEY)
+        if not isinstance(state, dict):
+            runner.logger.warning('the checkpoint has no random states (written without ExactResumeHook): the '
+                                  'resumed run continues but is not bit-identical to an uninterrupted one.')
+            return
+        world = _dist().get_world_size()
+        saved = state.get('world_size')
+        if saved != world:
+            if not runner.cfg.get(ALLOW_WORLD_SIZE_CHANGE, False):
+                raise ResumeStateError(
+                    f'the checkpoint was written by {saved} processes and this run has {world}: resume with '
+                    f'{saved} processes, or pass --resume-world-size-change (config key '
+                    f'{ALLOW_WORLD_SIZE_CHANGE}=True) to continue with {world} processes, not bit-identically.')
+            runner.logger.warning(f'resuming a {saved}-process checkpoint with {world} processes: random states '
+                                  'are not restored and the data order differs from an uninterrupted run.')
+            return
+        self._resumed = state
+
+    def before_train(self, runner) -> None:
+        state, self._resumed = self._resumed, None
+        if state is None:
+            return
+        loop = runner.train_loop
+        step = loop.iter if _iteration_based(loop) else loop.epoch
+        if _iteration_based(loop) or state.get('at_epoch_end'):
+            # in before_train_epoch: every hook's before_train (e.g. CheckpointHook's, which save_best needs)
+            # has run by then
+            self._validation_check = (loop, step)
+        rng = state['rng'][_dist().get_rank()] if len(state['rng']) > _dist().get_rank() else None
+        if rng is None:
+            runner.logger.warning('the checkpoint holds no random states for this rank; continuing without them.')
+            return
+        if _iteration_based(loop):
+            loop.dataloader_iterator = _RestoreAfterSkip(loop.dataloader_iterator, loop.iter,
+                                                         lambda: restore_rng_state(rng))
+        else:
+            restore_rng_state(rng)
+
+    def before_train_epoch(self, runner) -> None:
+        check, self._validation_check = getattr(self, '_validation_check', None), None
+        if check is not None:
+            self._rerun_interrupted_validation(runner, *check)
+
+    def _rerun_interrupted_validation(self, runner, loop, step: int) -> None:
+        if not _validation_due(loop, runner, step):
+            return
+        dist = _dist()
+        done = [False]
+        if dist.is_main_process():
+            marker = osp.join(runner.work_dir, VALIDATION_DONE)
+            if osp.isfile(marker):
+                with open(marker) as f:
+                    fields = dict(p.split('=') for p in f.read().split())
+                done[0] = int(fields.get('iter', -1)) == runner.iter and int(fields.get('epoch', -1)) == runner.epoch
+        if dist.get_world_size() > 1:
+            dist.broadcast_object_list(done)
+        if done[0]:
+            return
+        runner.logger.info(f'the validation after {"iteration" if _iteration_based(loop) else "epoch"} {step} did '
+                           'not finish before the run stopped: running it now.')
+        runner.val_loop.run()
+        runner.model.train()
+
+
+def add_exact_resume_hook(cfg) -> None:
+    """Append :class:`ExactResumeHook` and the rank watchdog to ``cfg.custom_hooks`` unless they are there."""
+    hooks = list(cfg.get('custom_hooks') or [])
+    for name in ('ExactResumeHook', 'RankWatchdogHook'):
+        if not any(isinstance(h, dict) and h.get('type') in (name, f'mmposmlp.{name}') for h in hooks):
+            hooks.append(dict(type=f'mmposmlp.{name}'))
+    cfg.custom_hooks = hooks
+
+
+__all__ = ['ExactResumeHook', 'ResumeStateError', 'add_exact_resume_hook', 'capture_rng_state',
+           'restore_rng_state', 'STATE_KEY', 'VALIDATION_DONE']

@@ -1,0 +1,199 @@
+"""Distributed faults through tools/dist_train.sh (gloo on CPU; the same code path serves nccl: nothing here
+uses the process group): a killed launcher takes every rank along, SIGTERM ends every rank, a dead rank
+is named with its exit code, a stopped (hung) rank is named after MMPOSMLP_STALL_TIMEOUT, and a taken
+port is retried or reported in one sentence."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from toolcfg import RESNET18_CLS, repo_path, write_cfg
+
+FAULT_HOOK = '''
+import os, signal, time
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+@HOOKS.register_module()
+class FaultHook(Hook):
+    """FAULT=<what>:<iteration>; what: pause (every rank writes its pid and sleeps), kill1 (rank 1
+    SIGKILLs itself), stop1 (rank 1 SIGSTOPs itself)."""
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        from mmengine.dist import get_rank
+        what, at = os.environ['FAULT'].split(':')
+        if runner.iter + 1 != int(at):
+            return
+        rank = get_rank()
+        with open(os.path.join(os.environ['PID_DIR'], f'rank{rank}'), 'w') as f:
+            f.write(str(os.getpid()))
+        if what == 'pause':
+            time.sleep(600)
+        elif what == 'kill1' and rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif what == 'stop1' and rank == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+'''
+
+
+@pytest.fixture
+def fault_cfg(toy_data, tmp_path):
+    (tmp_path / 'fault_hook.py').write_text(FAULT_HOOK)
+    return write_cfg(tmp_path / 'cfg.py', RESNET18_CLS, toy_data, iters=6, extra="""
+        custom_imports = dict(imports=['fault_hook'], allow_failed_imports=False)
+        custom_hooks = [dict(type='FaultHook')]
+        """)
+
+
+def _start(cfg, tmp_path, fault, **env):
+    pid_dir = tmp_path / 'pids'
+    pid_dir.mkdir(exist_ok=True)
+    e = dict(os.environ, OMP_NUM_THREADS='1', FAULT=fault, PID_DIR=str(pid_dir),
+             PYTHONPATH=os.pathsep.join([repo_path(), str(tmp_path)]))
+    e['PATH'] = os.path.dirname(sys.executable) + os.pathsep + e.get('PATH', '')
+    e.update(env)
+    proc = subprocess.Popen(['bash', repo_path('tools', 'dist_train.sh'), cfg, '2', '--work-dir',
+                             str(tmp_path / 'work')], cwd=repo_path(), env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return proc, pid_dir
+
+
+def _wait_for_pids(proc, pid_dir, n=2, timeout=240):
+    t0 = time.time()
+    while len(list(pid_dir.iterdir())) < n:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f'the job ended early ({proc.returncode}): {err[-3000:]}')
+        assert time.time() - t0 < timeout, 'the ranks never reached the fault point'
+        time.sleep(0.2)
+    time.sleep(0.5)
+    return [int((pid_dir / f).read_text()) for f in sorted(os.listdir(pid_dir))]
+
+
+def _alive(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().split(')')[-1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pids, seconds):
+    t0 = time.time()
+    while any(_alive(p) for p in pids) and time.time() - t0 < seconds:
+        time.sleep(0.2)
+    return time.time() - t0
+
+
+def _cleanup(pids):
+    for p in pids:
+        if _alive(p):
+            os.kill(p, signal.SIGKILL)
+
+
+def test_sigkill_to_the_launcher_process_group_ends_every_rank(fault_cfg, tmp_path):
+    proc, pid_dir = _start(fault_cfg, tmp_path, 'pause:2')
+    pids = _wait_for_pids(proc, pid_dir)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        took = _wait_gone(pids, 20)
+        assert not any(_alive(p) for p in pids), f'ranks still running {took:.1f} s after the launcher was killed'
+        print(f'every rank gone {took:.1f} s after SIGKILL to the launcher process group')
+    finally:
+        _cleanup(pids)
+
+
+def test_sigterm_to_the_launcher_ends_every_rank(fault_cfg, tmp_path):
+    """What `timeout` and Slurm send: the launcher stops every rank and says so in one line."""
+    proc, pid_dir = _start(fault_cfg, tmp_path, 'pause:2')
+    pids = _wait_for_pids(proc, pid_dir)
+    try:
+        t0 = time.time()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert _wait_gone(pids, 20) < 20
+        print(f'launcher and every rank gone {time.time() - t0:.1f} s after SIGTERM')
+        assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+        assert 'ERROR: the launcher received SIGTERM: every rank was stopped.' in err
+    finally:
+        _cleanup(pids)
+
+
+def test_a_dead_rank_ends_the_job_naming_rank_and_exit_code(fault_cfg, tmp_path):
+    proc, pid_dir = _start(fault_cfg, tmp_path, 'kill1:2')
+    pids = _wait_for_pids(proc, pid_dir)
+    try:
+        t0 = time.time()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err[-3000:]
+        took = time.time() - t0
+        assert took < 60
+        print(f'job ended {took:.1f} s after rank 1 died')
+        last = err.strip().splitlines()[-1]
+        assert last.startswith('ERROR: rank 1 (local rank 1 on ') and \
+            last.endswith('exited with code -9 (SIGKILL); the other ranks were stopped.'), err[-3000:]
+        assert not any(_alive(p) for p in pids)
+    finally:
+        _cleanup(pids)
+
+
+def test_a_stopped_rank_ends_the_job_naming_it(fault_cfg, tmp_path):
+    """SIGSTOP = a hung rank: after MMPOSMLP_STALL_TIMEOUT seconds without its heartbeat the other rank
+    ends the job with a sentence naming it (and torchrun then stops everyone)."""
+    proc, pid_dir = _start(fault_cfg, tmp_path, 'stop1:2', MMPOSMLP_STALL_TIMEOUT='6')
+    pids = _wait_for_pids(proc, pid_dir)
+    try:
+        t0 = time.time()
+        _, err = proc.communicate(timeout=180)
+        took = time.time() - t0
+        assert proc.returncode == 1, err[-3000:]
+        assert 'ERROR: rank 1 has stopped sending heartbeats for ' in err, err[-3000:]
+        assert 'MMPOSMLP_STALL_TIMEOUT (now 6 s) sets this limit.' in err
+        assert 'ERROR: rank 0 (local rank 0 on ' in err  # the watcher ended the job
+        assert _wait_gone(pids, 10) < 10
+        print(f'stalled rank detected and job ended after {took:.1f} s')
+    finally:
+        _cleanup(pids)
+
+
+def test_stall_timeout_malformed_is_refused(monkeypatch):
+    from mmposmlp.utils.dist import LaunchError, stall_timeout
+    monkeypatch.setenv('MMPOSMLP_STALL_TIMEOUT', 'soon')
+    with pytest.raises(LaunchError, match="MMPOSMLP_STALL_TIMEOUT='soon' is not a number of seconds"):
+        stall_timeout()
+    monkeypatch.setenv('MMPOSMLP_STALL_TIMEOUT', '0')
+    assert stall_timeout() == 0
+    monkeypatch.delenv('MMPOSMLP_STALL_TIMEOUT')
+    assert 60 <= stall_timeout() <= 600  # "a few minutes"
+
+
+@pytest.mark.parametrize('auto', [True, False])
+def test_port_taken_between_check_and_launch(tmp_path, auto):
+    """The race of two jobs picking the same port: the launcher retries a port it picked itself, and
+    reports a port the user gave in one sentence (no traceback)."""
+    script = tmp_path / 'hello.py'
+    script.write_text('import os; print("rank", os.environ["RANK"], "port", os.environ["MASTER_PORT"])\n')
+    env = dict(os.environ, PYTHONPATH=repo_path(), OMP_NUM_THREADS='1')
+    if auto:
+        env['MMPOSMLP_AUTO_PORT'] = '1'
+    with socket.socket() as s:
+        s.bind(('', 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        res = subprocess.run([sys.executable, '-m', 'mmposmlp.utils.launch', '--nproc_per_node=1',
+                              f'--master_port={port}', str(script)], env=env, capture_output=True, text=True,
+                             timeout=120)
+    if auto:
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert 'rank 0 port' in res.stdout and f'port {port}' not in res.stdout
+    else:
+        assert res.returncode == 1
+        assert res.stderr.strip().splitlines()[-1] == (
+            f'ERROR: PORT={port} is already in use on {socket.gethostname()} (another job took it): choose '
+            'another PORT or unset it to pick a free one.')
+        assert 'Traceback' not in res.stderr

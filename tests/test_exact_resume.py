@@ -1,0 +1,231 @@
+"""A run killed with SIGKILL at any moment and resumed with ``--resume`` ends bit-identical to an
+uninterrupted run: weights, EMA weights, optimizer and scheduler state, random states and every logged
+loss and metric. Stochastic models on purpose (drop path, Mixup/CutMix, random augmentations, EMA).
+
+The default suite runs the PosMLP-T toy classifier with ``num_workers=0`` killed twice in a row: while the
+checkpoint of iteration 6 is being written, then in the final validation. Marked ``slow``: the same model
+killed four times (mid-iteration, mid-validation, mid-checkpoint-write, final validation), with
+``num_workers=2`` across an epoch boundary of the data, the control that shows the comparison fails without
+the saved random states, and the matrix of a toy config of every family and task x ``num_workers`` 0/2.
+"""
+import os
+import os.path as osp
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mmposmlp.utils.compat import safe_torch_load
+from resume_harness import (ROOT, assert_same_run, launch, run_chain, sanity_check_training_moves, toy_cwd,
+                            write_case)
+
+ITERS = 8
+CLS_TOY = osp.join(ROOT, 'configs', 'posmlp', 'toy', 'posmlp-t_toy-in1k.py')
+# EMA (a fast one, so 8 iterations move it), a warm-up schedule whose state matters
+CLS_EXTRA = """
+custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), dict(type='KillAtHook')]
+param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=8)]
+"""
+KILLS_FOUR = ['iter:3', 'val:4', 'write:8', 'val:8']
+
+
+@pytest.fixture(scope='module')
+def cls_cases(toy_data, tmp_path_factory):
+    """{num_workers: (cwd, config)} for the PosMLP-T toy classifier; reference runs are made once, on demand."""
+    out = {}
+    for workers in (0, 2):
+        d = tmp_path_factory.mktemp(f'cls_w{workers}')
+        cwd = toy_cwd(d, toy_data)
+        out[workers] = (cwd, write_case(str(d / 'cfg'), CLS_TOY, CLS_EXTRA, iters=ITERS, workers=workers))
+    return out
+
+
+def _reference(case):
+    cwd, cfg = case
+    ref = osp.join(cwd, 'ref')
+    if not osp.isfile(osp.join(ref, f'iter_{ITERS}.pth')):
+        rc, log = launch(cfg, ref, cwd)
+        assert rc == 0, log[-4000:]
+        sanity_check_training_moves(ref, ITERS)
+    return ref
+
+
+def test_posmlp_classifier_killed_twice_resumes_bit_identically(cls_cases):
+    """Killed while iter_6.pth is being written (resumes from iter_4), then in the final validation (resumes
+    from iter_8 and runs that validation, which plain mmengine skips)."""
+    cwd, cfg = cls_cases[0]
+    ref = _reference(cls_cases[0])
+    work = osp.join(cwd, 'killed_twice')
+    logs = run_chain(cfg, work, cwd, ['write:6', 'val:8'])
+    assert 'iter_4.pth' in logs[1] and 'iter_8.pth' in logs[2]
+    assert 'did not finish before the run stopped' in logs[2]
+    assert not [f for f in os.listdir(work) if f.endswith('.tmp')]
+    assert_same_run(ref, work, ITERS, with_ema=True)
+
+
+@pytest.mark.slow
+def test_posmlp_classifier_killed_four_times_resumes_bit_identically(cls_cases):
+    cwd, cfg = cls_cases[0]
+    ref = _reference(cls_cases[0])
+    work = osp.join(cwd, 'killed')
+    logs = run_chain(cfg, work, cwd, KILLS_FOUR)
+    # resumed from the last complete checkpoint each time; the half-written iter_8 was never used
+    assert 'iter_2.pth' in logs[1] and 'iter_4.pth' in logs[2] and 'iter_6.pth' in logs[3] and 'iter_8.pth' in logs[4]
+    # the interrupted validations ran again (the one after iteration 4 and the final one)
+    assert 'did not finish before the run stopped' in logs[2] and 'did not finish before the run stopped' in logs[4]
+    assert not [f for f in os.listdir(work) if f.endswith('.pth.tmp') and f != 'iter_8.pth.tmp']
+    assert_same_run(ref, work, ITERS, with_ema=True)
+
+
+@pytest.mark.slow
+def test_posmlp_classifier_with_workers_resumes_across_an_epoch_boundary(cls_cases):
+    """num_workers=2: the augmentations run in worker processes; killed in iteration 7, the resumed run
+    skips a whole epoch (6 batches) and starts the next one, as the uninterrupted run did."""
+    cwd, cfg = cls_cases[2]
+    ref = _reference(cls_cases[2])
+    work = osp.join(cwd, 'killed')
+    logs = run_chain(cfg, work, cwd, ['iter:7'])
+    assert 'iter_6.pth' in logs[1]
+    assert_same_run(ref, work, ITERS, with_ema=True)
+
+
+@pytest.mark.slow
+def test_resume_without_the_state_hook_would_diverge(cls_cases, tmp_path):
+    """The comparison can fail: resuming with the random states removed from the checkpoint does not
+    reproduce the uninterrupted run (drop path and Mixup/CutMix draw different numbers)."""
+    cwd, cfg = cls_cases[0]
+    ref = _reference(cls_cases[0])
+    work = osp.join(cwd, 'stateless')
+    rc, log = launch(cfg, work, cwd, kill_at='iter:7')
+    assert rc != 0
+    ckpt = osp.join(work, 'iter_6.pth')
+    state = safe_torch_load(ckpt)
+    del state['resume_state']
+    torch.save(state, ckpt)
+    rc, log = launch(cfg, work, cwd, resume=True)
+    assert rc == 0, log[-3000:]
+    assert 'has no random states' in log
+    with pytest.raises(AssertionError):
+        assert_same_run(ref, work, ITERS, with_ema=True)
+
+
+def test_kill_in_the_middle_of_a_checkpoint_write_keeps_the_previous_one(tmp_path):
+    """SIGKILL while torch.save is writing: the previous checkpoint stays, no file has the final name, and
+    --resume picks the previous one. Fails if the save wrote straight to the final name."""
+    script = tmp_path / 'writer.py'
+    script.write_text(f'''
+import os, signal, sys
+sys.path.insert(0, {ROOT!r})
+import torch
+import mmengine.runner.runner as runner_mod
+from mmengine.fileio.backends.local_backend import LocalBackend
+from mmposmlp.engine.checkpoint import patch_atomic_checkpoints
+patch_atomic_checkpoints()
+
+work = sys.argv[1]
+runner_mod.save_checkpoint({{'state_dict': {{'w': torch.ones(1000)}}}}, os.path.join(work, 'iter_2.pth'))
+with open(os.path.join(work, 'last_checkpoint'), 'w') as f:
+    f.write(os.path.join(work, 'iter_2.pth'))
+
+
+def put(self, obj, filepath):  # the machine dies with half of the file's bytes written
+    with open(filepath, 'wb') as f:
+        f.write(obj[:len(obj) // 2])
+        f.flush()
+        os.fsync(f.fileno())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+LocalBackend.put = put
+runner_mod.save_checkpoint({{'state_dict': {{'w': torch.zeros(10 ** 6)}}}}, os.path.join(work, 'iter_4.pth'))
+''')
+    work = tmp_path / 'work'
+    work.mkdir()
+    res = subprocess.run([sys.executable, str(script), str(work)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == -signal.SIGKILL, res.stderr[-2000:]
+    assert not (work / 'iter_4.pth').exists()
+    assert (work / 'iter_4.pth.tmp').stat().st_size > 10 ** 6  # half of the 4 MB file was written
+    from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
+    assert find_last_complete_checkpoint(str(work)) == str(work / 'iter_2.pth')
+    assert torch.equal(torch.load(work / 'iter_2.pth', weights_only=True)['state_dict']['w'], torch.ones(1000))
+
+
+def test_rng_state_round_trip_is_plain_data(tmp_path):
+    """The saved random states load with weights_only=True and restore every stream exactly."""
+    import random
+
+    import numpy as np
+
+    from mmposmlp.engine.resume_state import capture_rng_state, restore_rng_state
+    torch.manual_seed(3)
+    np.random.seed(4)
+    random.seed(5)
+    np.random.standard_normal()  # a cached gaussian is part of numpy's state
+    state = capture_rng_state()
+    torch.save({'rng': state}, tmp_path / 's.pth')
+    loaded = torch.load(tmp_path / 's.pth', weights_only=True)['rng']
+    expected = (torch.rand(5), np.random.standard_normal(5), np.random.rand(3), random.random())
+    torch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
+    restore_rng_state(loaded)
+    got = (torch.rand(5), np.random.standard_normal(5), np.random.rand(3), random.random())
+    assert torch.equal(expected[0], got[0])
+    assert np.array_equal(expected[1], got[1]) and np.array_equal(expected[2], got[2])
+    assert expected[3] == got[3]
+
+
+def test_world_size_change_is_refused_in_one_sentence():
+    from types import SimpleNamespace
+
+    from mmposmlp.engine.resume_state import ExactResumeHook, ResumeStateError
+    hook = ExactResumeHook()
+    warnings = []
+    runner = SimpleNamespace(_resume=True, cfg={}, logger=SimpleNamespace(warning=warnings.append))
+    ckpt = {'resume_state': dict(world_size=2, iter=4, epoch=0, at_epoch_end=False, rng=[{}, {}])}
+    with pytest.raises(ResumeStateError) as e:
+        hook.after_load_checkpoint(runner, ckpt)
+    assert str(e.value) == ('the checkpoint was written by 2 processes and this run has 1: resume with 2 '
+                            'processes, or pass --resume-world-size-change (config key '
+                            'resume_allow_world_size_change=True) to continue with 1 processes, not '
+                            'bit-identically.')
+    runner.cfg = {'resume_allow_world_size_change': True}
+    hook.after_load_checkpoint(runner, ckpt)
+    assert hook._resumed is None and 'random states are not restored' in warnings[0]
+
+
+# a toy config of every family and task; extra settings keep each case's stochastic parts on
+FAMILY_CASES = {
+    'posmlp_maskrcnn': ('posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py', ''),
+    'posmlp_retinanet': ('posmlp/toy/retinanet_posmlp-t_1x_toy-coco.py', ''),
+    'posmlp_fpn': ('posmlp/toy/fpn_posmlp-t_toy-ade20k.py', ''),
+    'posmlp_upernet': ('posmlp/toy/upernet_posmlp-t_toy-ade20k.py', ''),
+    'wavemlp_retinanet': ('wavemlp/toy/retinanet_wavemlp-t_toy-coco.py', ''),
+    'pvt_peg_fpn': ('cpvt/toy/fpn_pvt-peg-t_toy-ade20k.py', ''),
+    'cpvt_cls': ('cpvt/toy/cpvt-ti_toy-in1k.py', CLS_EXTRA),
+    'imlp_cls': ('imlp/toy/deit-ti-imlp_toy-in1k.py', CLS_EXTRA),
+    'posmlp_video': ('posmlp_video/toy/posmlp-video-s_toy-k400.py', ''),
+}
+DENSE_EXTRA = """
+val_dataloader = dict(dataset=dict(indices=4))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('workers', [0, 2])
+@pytest.mark.parametrize('case', sorted(FAMILY_CASES))
+def test_every_family_killed_four_times_resumes_bit_identically(case, workers, toy_data, tmp_path):
+    rel, extra = FAMILY_CASES[case]
+    if not extra and ('coco' in rel or 'ade20k' in rel):
+        extra = DENSE_EXTRA
+    cwd = toy_cwd(tmp_path, toy_data)
+    cfg = write_case(str(tmp_path / 'cfg'), osp.join(ROOT, 'configs', rel), extra, iters=ITERS, workers=workers)
+    ref = osp.join(cwd, 'ref')
+    rc, log = launch(cfg, ref, cwd)
+    assert rc == 0, log[-4000:]
+    sanity_check_training_moves(ref, ITERS)
+    work = osp.join(cwd, 'killed')
+    run_chain(cfg, work, cwd, KILLS_FOUR)
+    assert_same_run(ref, work, ITERS, with_ema=bool(extra == CLS_EXTRA))

@@ -1,0 +1,135 @@
+"""Two nodes, really: each node is its own network namespace on this machine (a veth pair with private
+addresses, created here and removed afterwards; the ranks talk only over it), and tools/dist_train.sh
+runs 1 process per node with NNODES=2 / NODE_RANK / MASTER_ADDR / PORT, gloo. Both ranks end with the
+same weights; a run whose node 0 is killed (SIGKILL to its launcher) ends on both nodes and, resumed
+with --resume, ends bit-identical to the uninterrupted 2-node run. Skipped with a reason where network
+namespaces cannot be created (not root, no `ip`)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import torch
+
+from mmposmlp.utils.compat import safe_torch_load
+
+from toolcfg import RESNET18_CLS, repo_path, write_cfg
+
+ITERS = 6
+PAUSE_HOOK = '''
+import os, time
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+@HOOKS.register_module()
+class PauseAtHook(Hook):
+    """PAUSE_AT=<iteration>: rank 0 writes PAUSE_STAMP before that iteration; every rank waits there."""
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        at = os.environ.get('PAUSE_AT')
+        if at and runner.iter + 1 == int(at):
+            from mmengine.dist import get_rank
+            if get_rank() == 0:
+                open(os.environ['PAUSE_STAMP'], 'w').close()
+            time.sleep(600)
+'''
+
+
+def _ip(*args):
+    return subprocess.run(['ip'] + list(args), capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def two_nodes():
+    """{'names': (ns0, ns1), 'ifaces': (...), 'addrs': (...)}; everything removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip('network namespaces need root')
+    if shutil.which('ip') is None:
+        pytest.skip('the `ip` tool (iproute2) is not installed')
+    tag = uuid.uuid4().hex[:6]
+    names = (f'mmpm{tag}0', f'mmpm{tag}1')
+    ifaces = (f'mv{tag}0', f'mv{tag}1')
+    octet = 16 + int(tag[:2], 16) % 200
+    addrs = (f'10.{octet}.77.1', f'10.{octet}.77.2')
+    made = []
+    try:
+        for n in names:
+            res = _ip('netns', 'add', n)
+            if res.returncode:
+                pytest.skip(f'cannot create network namespaces here: {res.stderr.strip()}')
+            made.append(n)
+        steps = [('link', 'add', ifaces[0], 'type', 'veth', 'peer', 'name', ifaces[1])]
+        for n, i, a in zip(names, ifaces, addrs):
+            steps += [('link', 'set', i, 'netns', n), ('-n', n, 'addr', 'add', f'{a}/24', 'dev', i),
+                      ('-n', n, 'link', 'set', i, 'up'), ('-n', n, 'link', 'set', 'lo', 'up')]
+        for s in steps:
+            res = _ip(*s)
+            if res.returncode:
+                pytest.skip(f'cannot set up the veth pair (ip {" ".join(s)}): {res.stderr.strip()}')
+        yield dict(names=names, ifaces=ifaces, addrs=addrs)
+    finally:
+        for n in made:
+            _ip('netns', 'del', n)  # removes the veth pair with it
+        assert not any(n in _ip('netns', 'list').stdout for n in names)
+
+
+def _node(two_nodes, rank, cfg, work, tmp_path, port, resume=False, pause_at=None):
+    ns, iface = two_nodes['names'][rank], two_nodes['ifaces'][rank]
+    env = dict(os.environ, OMP_NUM_THREADS='1', NNODES='2', NODE_RANK=str(rank), MASTER_ADDR=two_nodes['addrs'][0],
+               PORT=str(port), GLOO_SOCKET_IFNAME=iface, PYTHONPATH=os.pathsep.join([repo_path(), str(tmp_path)]),
+               MMPOSMLP_STALL_TIMEOUT='60', PAUSE_STAMP=str(tmp_path / 'paused'))
+    env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
+    if pause_at:
+        env['PAUSE_AT'] = str(pause_at)
+    cmd = ['ip', 'netns', 'exec', ns, 'bash', repo_path('tools', 'dist_train.sh'), cfg, '1', '--work-dir', str(work)]
+    if resume:
+        cmd.append('--resume')
+    return subprocess.Popen(cmd, cwd=repo_path(), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def _both(two_nodes, cfg, work, tmp_path, port, **kw):
+    procs = [_node(two_nodes, r, cfg, work, tmp_path, port, **kw) for r in (0, 1)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+    return outs
+
+
+def test_two_nodes_in_network_namespaces_agree_and_resume_exactly(two_nodes, toy_data, tmp_path):
+    (tmp_path / 'pause_hook.py').write_text(PAUSE_HOOK)
+    cfg = write_cfg(tmp_path / 'cfg.py', RESNET18_CLS, toy_data, iters=ITERS, ckpt=2, extra="""
+        custom_imports = dict(imports=['pause_hook'], allow_failed_imports=False)
+        custom_hooks = [dict(type='mmposmlp.SaveRankWeightsHook'), dict(type='PauseAtHook')]
+        """)
+    ref = tmp_path / 'ref'
+    outs = _both(two_nodes, cfg, ref, tmp_path, 29611)
+    assert 'world_size: 2' in outs[0] or "'world_size': 2" in outs[0] or 'Distributed launcher: pytorch' in outs[0]
+    r0, r1 = (torch.load(ref / f'rank{r}_final.pth', weights_only=True)['params'] for r in (0, 1))
+    assert len(r0) > 10 and all(torch.equal(v, r1[k]) for k, v in r0.items())
+
+    # node 0's launcher is killed in iteration 5 (after the checkpoint of iteration 4): both nodes end
+    work = tmp_path / 'killed'
+    procs = [_node(two_nodes, r, cfg, work, tmp_path, 29612, pause_at=5) for r in (0, 1)]
+    t0 = time.time()
+    while not (tmp_path / 'paused').exists():
+        assert all(p.poll() is None for p in procs), [p.communicate()[0][-2000:] for p in procs]
+        assert time.time() - t0 < 300
+        time.sleep(0.2)
+    os.killpg(procs[0].pid, signal.SIGKILL)
+    t1 = time.time()
+    out1 = procs[1].communicate(timeout=240)[0]
+    procs[0].wait(timeout=30)
+    assert procs[1].returncode != 0, out1[-2000:]
+    print(f'node 1 ended {time.time() - t1:.1f} s after node 0 was killed')
+    assert (work / 'iter_4.pth').is_file() and not (work / f'iter_{ITERS}.pth').exists()
+    _both(two_nodes, cfg, work, tmp_path, 29613, resume=True)
+    a = safe_torch_load(str(ref / f'iter_{ITERS}.pth'))
+    b = safe_torch_load(str(work / f'iter_{ITERS}.pth'))
+    for k in a['state_dict']:
+        assert torch.equal(a['state_dict'][k], b['state_dict'][k]), k
+    assert len(b['resume_state']['rng']) == 2
