@@ -3,9 +3,10 @@
 The official ImageNet evaluations are torchvision/timm transforms on PIL images:
 ``Image.open(f).convert('RGB')`` -> ``Resize(short side, BICUBIC)`` -> ``CenterCrop(224)`` -> ``ToTensor`` ->
 ``Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)``; the short side is timm's
-``floor(224 / crop_pct)`` or DeiT's ``int(224 / 0.875)``. The table below keeps, per config, the official
-short side and its source; our ``test_pipeline`` + ``data_preprocessor`` must give the same tensor
-within one grey level for every shipped ImageNet config.
+``floor(224 / crop_pct)`` or DeiT's ``int(224 / 0.875)``; configs evaluated at another resolution ``S``
+(``-<S>px`` in the name: PosMLP Table 2's 384, CPVT Table 2's 160-512) use the same rule with ``S`` for 224.
+The table below keeps, per config, the official short-side rule and its source; our ``test_pipeline`` +
+``data_preprocessor`` must give the same tensor within one grey level for every shipped ImageNet config.
 """
 import glob
 import math
@@ -20,26 +21,27 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 IMAGENET_DEFAULT_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_DEFAULT_STD = (0.229, 0.224, 0.225)
 
-# config-name prefix -> (short side of the official eval resize, source)
-_TIMM_09 = (math.floor(224 / 0.9), 'timm transforms_imagenet_eval, crop_pct 0.9')
-_DEIT = (int(224 / 0.875), 'DeiT main.py build_transform: int(224 / eval_crop_ratio 0.875), bicubic')
+# config-name prefix -> (short side of the official eval resize as a function of the crop size S, source)
+_TIMM_09 = (lambda S: math.floor(S / 0.9), 'timm transforms_imagenet_eval, crop_pct 0.9')
+_DEIT = (lambda S: int(S / 0.875), 'DeiT main.py build_transform: int(S / eval_crop_ratio 0.875), bicubic')
 OFFICIAL_EVAL = {
     'posmlp-t_': _TIMM_09 + ('PosMLP config/PosMLP_T.yaml crop_pct 0.9', ),
+    'posmlp-t-': _TIMM_09 + ('ablations of PosMLP-T (paper Tables 1, 3-7): its trainer and yaml', ),
     'posmlp-s_': _TIMM_09 + ('PosMLP config/PosMLP_S.yaml crop_pct 0.9', ),
     'posmlp-b_': _TIMM_09 + ('as PosMLP-T/S (no PosMLP-B yaml published)', ),
     'posmlp-video-': _TIMM_09 + ('image pre-training with the PosMLP trainer', ),
     'wavemlp-t': _TIMM_09 + ('Wave-MLP default_cfgs wave_T crop_pct 0.9', ),
     'wavemlp-s': _TIMM_09 + ('Wave-MLP default_cfgs wave_S crop_pct 0.9', ),
     'wavemlp-m': _TIMM_09 + ('Wave-MLP default_cfgs wave_M crop_pct 0.9', ),
-    'wavemlp-b': (math.floor(224 / 0.875), 'timm transforms_imagenet_eval',
+    'wavemlp-b': (lambda S: math.floor(S / 0.875), 'timm transforms_imagenet_eval',
                   'Wave-MLP default_cfgs wave_B crop_pct 0.875'),
     'cpvt-': _DEIT + ('CPVT = DeiT recipe', ),
-    'pvt-peg-': (int((256 / 224) * 224), 'Twins datasets.py build_transform', 'Resize(int(256/224*224), 3)'),
+    'pvt-peg-': (lambda S: int((256 / 224) * S), 'Twins datasets.py build_transform', 'Resize(int(256/224*S), 3)'),
     'deit-': _DEIT + ('IMLP: the original method\'s evaluation', ),
     'poolformer-s': _TIMM_09 + ('PoolFormer default_cfgs poolformer_s crop_pct 0.9', ),
-    'poolformer-m': (math.floor(224 / 0.95), 'timm transforms_imagenet_eval',
+    'poolformer-m': (lambda S: math.floor(S / 0.95), 'timm transforms_imagenet_eval',
                      'PoolFormer default_cfgs poolformer_m crop_pct 0.95'),
-    'swin-': (int(224 / 0.875), 'Swin data/build.py: Resize(int(256/224*224), bicubic), CenterCrop',
+    'swin-': (lambda S: int(S / 0.875), 'Swin data/build.py: Resize(int(256/224*S), bicubic), CenterCrop',
               'IMLP: the original method\'s evaluation'),
 }
 
@@ -72,10 +74,10 @@ def jpegs(tmp_path_factory):
     return out
 
 
-def _official(path, short_side):
+def _official(path, short_side, size=224):
     from PIL import Image
     from torchvision import transforms as T
-    tf = T.Compose([T.Resize(short_side, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224),
+    tf = T.Compose([T.Resize(short_side, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(size),
                     T.ToTensor(), T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)])
     with open(path, 'rb') as f:
         img = Image.open(f).convert('RGB')
@@ -97,12 +99,15 @@ def _ours(cfg, path):
 @pytest.mark.parametrize('cfg_path', _imagenet_configs(), ids=lambda p: osp.basename(p)[:-3])
 def test_imagenet_eval_input_matches_official(cfg_path, jpegs):
     from mmengine.config import Config
+    import re
     cfg = Config.fromfile(cfg_path)
-    short_side = _official_entry(osp.basename(cfg_path))[0]
+    found = re.search(r'-(\d+)px$', osp.basename(cfg_path)[:-3])
+    size = int(found.group(1)) if found else 224
+    short_side = _official_entry(osp.basename(cfg_path))[0](size)
     std = torch.tensor(IMAGENET_DEFAULT_STD).view(3, 1, 1) * 255
     for path in jpegs:
-        ref = _official(path, short_side)
+        ref = _official(path, short_side, size)
         ours = _ours(cfg, path)
-        assert ours.shape == ref.shape == (3, 224, 224)
+        assert ours.shape == ref.shape == (3, size, size)
         grey = ((ours - ref).abs() * std).max().item()
         assert grey <= 1.0 + 1e-3, f'{osp.basename(cfg_path)}: {grey:.2f} grey levels from the official input'

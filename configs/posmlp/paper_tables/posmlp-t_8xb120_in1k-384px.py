@@ -4,7 +4,7 @@
 # the maps (3x3, 3x3, 2x2, 2x2 windows) and give the paper's FLOPs: 17.71G measured (fvcore, 384^2);
 # other measured choices: (14, 14, 14, 7) padded 21.69G, (24, 24, 24, 12) 21.22G, (24, 24, 12, 12)
 # 16.71G, (12, 12, 12, 6) 14.29G. Recipe: ../posmlp-t_8xb120_in1k.py at 384 (the nearest stated recipe;
-# test resize 384 / 0.9 = 427, then crop 384).
+# test resize floor(384 / 0.9) = 426 as timm transforms_imagenet_eval, then crop 384).
 _base_ = ['../posmlp-t_8xb120_in1k.py']
 
 model = dict(backbone=dict(window_sizes=[32, 16, 12, 6]))
@@ -22,7 +22,7 @@ train_pipeline = [
 ]
 test_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='ResizeEdge', scale=427, edge='short', backend='pillow', interpolation='bicubic'),
+    dict(type='ResizeEdge', scale=426, edge='short', backend='pillow', interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=384),
     dict(type='PackInputs'),
 ]
