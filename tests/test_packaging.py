@@ -248,9 +248,12 @@ def test_config_prefix_hook_registers_mmposmlp_before_any_import_of_ours():
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert res.returncode == 0, res.stderr[-3000:]
     assert "('mmposmlp', 'posmlp/posmlp-t_8xb120_in1k.py')" in res.stdout
-    res = subprocess.run([sys.executable, '-c', 'from mmengine.config.utils import _get_package_and_cfg_path as g\n'
+    # without the hook (-S: site-packages on the path but its .pth files, ours included, not run) mmengine refuses
+    import sysconfig
+    site_dirs = os.pathsep.join([ROOT, sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']])
+    res = subprocess.run([sys.executable, '-S', '-c', 'from mmengine.config.utils import _get_package_and_cfg_path as g\n'
                           'g("mmposmlp::posmlp/x.py")'], cwd=ROOT, capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=ROOT))
+                         env=dict(os.environ, PYTHONPATH=site_dirs))
     assert res.returncode != 0 and 'does not support to load mmposmlp' in res.stderr  # the hook is what does it
     res = subprocess.run([sys.executable, '-c', 'import mmposmlp\nfrom mmengine.config.utils import MODULE2PACKAGE\n'
                           'assert MODULE2PACKAGE["mmposmlp"] == "mmposmlp"'], cwd=ROOT, capture_output=True,
@@ -397,7 +400,7 @@ def test_every_pretrained_checkpoint_a_config_names_has_a_known_source():
     unknown = sorted(named - set(SOURCES) - set(TRAINED_BY))
     assert not unknown, f'add these to mmposmlp/utils/pretrained.py: {unknown}'
     for cfg in TRAINED_BY.values():
-        assert osp.isfile(osp.join(ROOT, cfg)), cfg
+        assert osp.isfile(osp.join(ROOT, cfg.split()[0])), cfg  # (a config, then any --cfg-options)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -104,6 +104,7 @@ def missing_pretrained_paths(cfg):
     refs = list(_pretrained_refs(cfg.get('model'), 'model'))
     if cfg.get('load_from') and not cfg.get('resume'):
         refs.append((cfg.load_from, 'load_from'))
+    from mmposmlp.engine.dataset_checks import _local  # (imports this module: not at the top)
     return [(p, k) for p, k in refs if _local(p) and not osp.exists(p)]
 
 

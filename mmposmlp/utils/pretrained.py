@@ -41,7 +41,7 @@ for _arch, _official in (('t', 'WaveMLP_T'), ('t-dw', 'WaveMLP_T_dw'), ('s', 'Wa
          f'python tools/model_converters/wavemlp2mmposmlp.py {_official}.pth.tar '
          f'checkpoints/wavemlp-{_arch}_in1k_mmposmlp.pth'])
 # no released weights: the ImageNet config that trains them (its last checkpoint, copied)
-TRAINED_BY = {
+TRAINED_BY = {  # checkpoint name -> the config (and any --cfg-options) that trains it
     'posmlp-s_in1k_mmposmlp.pth': 'configs/posmlp/posmlp-s_8xb120_in1k.py',
     'posmlp-b_in1k_mmposmlp.pth': 'configs/posmlp/posmlp-b_8xb120_in1k.py',
     'pvt-peg-t-gap_in1k_mmposmlp.pth': 'configs/cpvt/pvt-peg-t-gap_8xb128_in1k.py',
@@ -53,6 +53,11 @@ TRAINED_BY = {
 }
 for _arch in ('s', 'm', 'b'):
     TRAINED_BY[f'wavemlp-{_arch}-dw_in1k_mmposmlp.pth'] = f'configs/wavemlp/wavemlp-{_arch}-dw_8xb128_in1k.py'
+# PosMLP appendix Table 9's backbones: the Table 7 variants (paper_tables/*-half.py) trained on the full ImageNet-1k
+for _variant in ('ape', 'no-bias', 'no-bias-ape'):
+    TRAINED_BY[f'posmlp-t-{_variant}_in1k_mmposmlp.pth'] = (
+        f'configs/posmlp/paper_tables/posmlp-t-{_variant}_8xb120_in1k-half.py '
+        '--cfg-options train_dataloader.dataset.ann_file=meta/train.txt')
 
 
 def how_to_make(path: str) -> str:
@@ -64,7 +69,7 @@ def how_to_make(path: str) -> str:
         return f'it is converted from {source}: ' + '; '.join(f'`{c}`' for c in commands)
     if name in TRAINED_BY:
         cfg = TRAINED_BY[name]
-        stem = osp.splitext(osp.basename(cfg))[0]
+        stem = osp.splitext(osp.basename(cfg.split()[0]))[0]
         return (f'no official weights were released for it: train `python tools/train.py {cfg}` on ImageNet and '
                 f'copy its last checkpoint there (`cp "$(cat work_dirs/{stem}/last_checkpoint)" {path}`)')
     return 'download or convert it first (see the family README and tools/model_converters/)'
