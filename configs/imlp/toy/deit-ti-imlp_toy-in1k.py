@@ -18,7 +18,7 @@ test_pipeline = [
     dict(type='PackInputs'),
 ]
 train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-                        sampler=dict(type='DefaultSampler', shuffle=True),
+                        sampler=dict(_delete_=True, type='DefaultSampler', shuffle=True),
                         dataset=dict(data_root=data_root, pipeline=train_pipeline))
 val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
                       dataset=dict(data_root=data_root, pipeline=test_pipeline))
