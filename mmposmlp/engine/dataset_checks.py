@@ -25,7 +25,7 @@ import os.path as osp
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from mmposmlp.engine.entry import REAL_DATA_HINT, TOY_HINT, UserError
+from mmposmlp.engine.entry import REAL_DATA_HINT, TOY_HINT, UserError, is_local_path
 
 SAMPLE_LABEL_MAPS = 64  # label maps decoded per dataset (sizes and values)
 SAMPLE_VIDEO_HEADERS = 32  # videos whose container header is opened per dataset
@@ -41,10 +41,6 @@ def _preview(items, n=6) -> str:
     items = list(items)
     text = ', '.join(repr(i) if isinstance(i, str) else str(i) for i in items[:n])
     return text + (f', ... ({len(items)} in all)' if len(items) > n else '')
-
-
-def _local(path) -> bool:
-    return isinstance(path, str) and bool(path) and '://' not in path
 
 
 def _dataset_cfgs(ds, where):
@@ -65,7 +61,7 @@ def _leaf_datasets(ds, where):
 
 
 def _join(root, p):
-    return osp.join(root, p) if _local(root) and _local(p) and not osp.isabs(p) else p
+    return osp.join(root, p) if is_local_path(root) and is_local_path(p) and not osp.isabs(p) else p
 
 
 def _evaluators(cfg, loader) -> List[Tuple[dict, str]]:
@@ -91,24 +87,24 @@ def missing_dataset_paths(cfg, loaders):
             continue
         for ds, where in _dataset_cfgs(lcfg.get('dataset'), f'{loader}.dataset'):
             root = ds.get('data_root')
-            if _local(root) and not osp.exists(root):
+            if is_local_path(root) and not osp.exists(root):
                 missing.append((root, f'{where}.data_root'))
                 continue
             for key in sorted(k for k in ds if isinstance(k, str) and k.endswith('_file')):
-                if _local(ds[key]) and not osp.exists(_join(root, ds[key])):
+                if is_local_path(ds[key]) and not osp.exists(_join(root, ds[key])):
                     missing.append((_join(root, ds[key]), f'{where}.{key}'))
             prefix = ds.get('data_prefix')
             items = prefix.items() if isinstance(prefix, dict) else [('', prefix)]
             for k, p in items:
-                if _local(p) and not osp.exists(_join(root, p)):
+                if is_local_path(p) and not osp.exists(_join(root, p)):
                     missing.append((_join(root, p), f'{where}.data_prefix{"." + k if k else ""}'))
             meta = ds.get('metainfo')
             classes = meta.get('classes') if isinstance(meta, dict) else None
-            if _local(classes) and not osp.exists(_join(root, classes)):
+            if is_local_path(classes) and not osp.exists(_join(root, classes)):
                 missing.append((_join(root, classes), f'{where}.metainfo.classes'))
         for ev, where in _evaluators(cfg, loader):
             for key in sorted(k for k in ev if isinstance(k, str) and k.endswith('_file')):
-                if _local(ev[key]) and not osp.exists(ev[key]):
+                if is_local_path(ev[key]) and not osp.exists(ev[key]):
                     missing.append((ev[key], f'{where}.{key}'))
     return missing
 
@@ -203,7 +199,7 @@ def _classes(ds, cls, root) -> Tuple[Optional[tuple], str]:
     """(class names, where they come from) of a dataset cfg: its metainfo, else the class's METAINFO."""
     meta = ds.get('metainfo')
     classes = meta.get('classes') if isinstance(meta, dict) else None
-    if _local(classes):
+    if is_local_path(classes):
         return tuple(_read_names(_join(root, classes))), f'metainfo.classes ({_join(root, classes)})'
     if isinstance(classes, (list, tuple)):
         return tuple(classes), 'metainfo.classes'
@@ -317,7 +313,7 @@ def _check_names_in_categories(path: str, cats: List[dict], classes: tuple, sour
 
 def _check_coco(cfg, ds, cls, where, root, training):
     ann = _join(root, ds.get('ann_file'))
-    if not _local(ann) or not osp.isfile(ann):
+    if not is_local_path(ann) or not osp.isfile(ann):
         return
     classes, source = _classes(ds, cls, root)
     coco = _load_coco(ann)
@@ -344,7 +340,7 @@ def _check_coco(cfg, ds, cls, where, root, training):
         img_dir = _join(root, img_dir) if img_dir else root
         for im in _evenly(coco['images'], SAMPLE_IMAGES):
             p = osp.join(img_dir or '', str(im.get('file_name', '')))
-            if _local(p) and not osp.isfile(p):
+            if is_local_path(p) and not osp.isfile(p):
                 raise UserError(f'{ann}: image {im.get("file_name")!r} (id {im.get("id")}) is not in {img_dir} '
                                 f'(found {_count_files(img_dir)} files there): set {where}.data_prefix.img to '
                                 'the folder the file_name entries are relative to.')
@@ -352,7 +348,7 @@ def _check_coco(cfg, ds, cls, where, root, training):
 
 def _check_coco_evaluator(cfg, ev, where, classes, source):
     ann = ev.get('ann_file')
-    if classes is None or not _local(ann) or not osp.isfile(ann):
+    if classes is None or not is_local_path(ann) or not osp.isfile(ann):
         return
     if str(ev.get('type', '')).split('.')[-1] not in ('CocoMetric', 'LVISMetric'):
         return
@@ -401,7 +397,7 @@ def _seg_samples(ds, cls, root, where) -> Tuple[List[Tuple[str, str]], str, str]
     img_suffix = ds.get('img_suffix', _default_arg(cls, 'img_suffix', '.jpg'))
     seg_suffix = ds.get('seg_map_suffix', _default_arg(cls, 'seg_map_suffix', '.png'))
     ann = _join(root, ds.get('ann_file'))
-    if _local(ann) and osp.isfile(ann):
+    if is_local_path(ann) and osp.isfile(ann):
         stems = _read_names(ann)
         if not stems:
             raise UserError(f'{ann} is empty: list one image name (without suffix) per line, or set '
@@ -542,7 +538,7 @@ def _video_decoder(ds) -> str:
 
 def _check_video(cfg, ds, cls, where, root):
     ann = _join(root, ds.get('ann_file'))
-    if not _local(ann) or not osp.isfile(ann) or ann.endswith('.json'):
+    if not is_local_path(ann) or not osp.isfile(ann) or ann.endswith('.json'):
         return
     names = _mro_names(cls)
     rawframes = 'RawframeDataset' in names
@@ -589,7 +585,7 @@ def _check_classification(cfg, ds, cls, where, root):
     ann = ds.get('ann_file', '')
     if 'ImageNet' in names and ds.get('split'):
         prefix = prefix or ds['split']
-        if not ann and _local(root) and osp.isfile(osp.join(root, 'meta', f'{ds["split"]}.txt')):
+        if not ann and is_local_path(root) and osp.isfile(osp.join(root, 'meta', f'{ds["split"]}.txt')):
             ann = osp.join('meta', f'{ds["split"]}.txt')
     folder = _join(root, prefix) if prefix else (root or '')
     meta = ds.get('metainfo')
@@ -597,13 +593,13 @@ def _check_classification(cfg, ds, cls, where, root):
     classes = None
     if isinstance(given, (list, tuple)):
         classes, source = tuple(given), 'metainfo.classes'
-    elif _local(given):
+    elif is_local_path(given):
         classes, source = tuple(_read_names(_join(root, given))), f'metainfo.classes ({_join(root, given)})'
     head = _check_heads_agree(cfg, where)
     if classes is not None:
         _check_heads(len(classes), source, cfg, where)
     ann_path = _join(root, ann) if ann else ''
-    if _local(ann_path) and osp.isfile(ann_path):
+    if is_local_path(ann_path) and osp.isfile(ann_path):
         if ds.get('with_label', True) is False:
             return
         rows = _parse_list(ann_path, 1, where, last_only=True)
@@ -613,11 +609,11 @@ def _check_classification(cfg, ds, cls, where, root):
             _check_labels(ann_path, rows, head[1], f'{head[0]}={head[1]}', where, cfg)
         for i, p, _ in _evenly(rows, SAMPLE_IMAGES):
             full = osp.join(folder, p) if folder else p
-            if _local(full) and not osp.isfile(full):
+            if is_local_path(full) and not osp.isfile(full):
                 raise UserError(f'{ann_path}: line {i} names {full}, which does not exist: set {where}.data_prefix '
                                 'to the folder the list paths are relative to.')
         return
-    if ann or not _local(folder) or not osp.isdir(folder):
+    if ann or not is_local_path(folder) or not osp.isdir(folder):
         return
     subdirs = sorted(d.name for d in os.scandir(folder) if d.is_dir())
     if not subdirs:

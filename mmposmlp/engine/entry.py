@@ -98,14 +98,18 @@ def _pretrained_refs(obj, where):
             yield from _pretrained_refs(v, f'{where}[{i}]')
 
 
+def is_local_path(path) -> bool:
+    """A non-empty path string without a URL scheme (``s3://``, ``http://`` ... are not checked on disk)."""
+    return isinstance(path, str) and bool(path) and '://' not in path
+
+
 def missing_pretrained_paths(cfg):
     """[(path, cfg key)] of pretrained checkpoints (``init_cfg`` Pretrained, ``load_from``) a training run would
     read that do not exist locally."""
     refs = list(_pretrained_refs(cfg.get('model'), 'model'))
     if cfg.get('load_from') and not cfg.get('resume'):
         refs.append((cfg.load_from, 'load_from'))
-    from mmposmlp.engine.dataset_checks import _local  # (imports this module: not at the top)
-    return [(p, k) for p, k in refs if _local(p) and not osp.exists(p)]
+    return [(p, k) for p, k in refs if is_local_path(p) and not osp.exists(p)]
 
 
 def check_pretrained(cfg) -> None:
