@@ -62,3 +62,38 @@ def slurm_cluster(tmp_path_factory):
                    PATH=venv_bin + os.pathsep + os.environ.get('PATH', ''))
     finally:
         subprocess.run(['bash', recipe, 'down', base], env=env, capture_output=True, timeout=120)
+
+
+def _mmengine_singletons():
+    from mmengine.logging import MessageHub, MMLogger
+    from mmengine.registry import DefaultScope
+    from mmengine.visualization import Visualizer
+    return MMLogger, MessageHub, Visualizer, DefaultScope
+
+
+def drop_new_mmengine_instances(before):
+    """Forget the mmengine singletons not in ``before`` (closing the logger handlers).
+
+    mmengine keys its logger, message hub and visualizer by experiment name, i.e. config name plus a timestamp in
+    seconds: two runs in one process within the same second share them, and the second logs to the first one's
+    stream (closed once a ``capsys`` test ends) and continues its message hub. A default scope a test opened
+    (e.g. ``mmaction``) would otherwise decide how the next test's registries resolve names.
+    """
+    for cls in _mmengine_singletons():
+        for name in [n for n in cls._instance_dict if n not in before.get(cls, ())]:
+            inst = cls._instance_dict.pop(name)
+            for handler in list(getattr(inst, 'handlers', ())):
+                inst.removeHandler(handler)
+                handler.close()
+
+
+def mmengine_instance_names():
+    return {cls: set(cls._instance_dict) for cls in _mmengine_singletons()}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_mmengine_instances():
+    """Every test starts without the per-run singletons an earlier in-process run left behind."""
+    before = mmengine_instance_names()
+    yield
+    drop_new_mmengine_instances(before)

@@ -592,8 +592,13 @@ def _tool(name):
 
 def run_in_process(name, argv, capsys=None):
     """tools/<name>.py as the command line runs it (run_cli: exit code, one ERROR line), in this process."""
+    from conftest import drop_new_mmengine_instances, mmengine_instance_names
     from mmposmlp.engine.entry import run_cli
-    code = run_cli(_tool(name), [str(a) for a in argv])
+    before = mmengine_instance_names()
+    try:
+        code = run_cli(_tool(name), [str(a) for a in argv])
+    finally:  # two runs within one second would share mmengine's logger and message hub
+        drop_new_mmengine_instances(before)
     out = capsys.readouterr() if capsys is not None else None
     return code, (out.out + out.err if out else ''), (out.err if out else '')
 
