@@ -8,7 +8,7 @@ from mmposmlp.registry import PARAM_SCHEDULERS
 
 
 class TimmCosineParamScheduler(_ParamScheduler):
-    r"""timm's ``CosineLRScheduler`` (one cycle, ``warmup_prefix=False``) in closed form.
+    r"""timm's ``CosineLRScheduler`` (one cycle) in closed form.
 
     The schedule of the official PosMLP, Wave-MLP, CPVT/Twins (DeiT ``main.py``), DeiT and PoolFormer
     trainers, all built by ``timm.scheduler.create_scheduler`` from their ``--sched cosine`` arguments:
@@ -26,19 +26,32 @@ class TimmCosineParamScheduler(_ParamScheduler):
     trainers step it once per epoch (``t_in_epochs=True``), so ``by_epoch=True`` without
     ``convert_to_iter_based`` reproduces them.
 
+    With ``warmup_prefix=True`` (timm's ``warmup_prefix``, the official Swin trainer's default
+    ``WARMUP_PREFIX``) the cosine starts at the end of the warm-up instead and lasts
+    ``T - T_warmup``: :math:`\eta_{min} + \tfrac12(\eta_{max}-\eta_{min})(1+\cos(\pi (t - T_{warmup})
+    / (T - T_{warmup})))`. Swin steps per iteration (``t_in_epochs=False``): use ``by_epoch=True`` with
+    ``convert_to_iter_based=True`` and epochs for ``T_max`` / ``warmup_steps``. Swin's loop also calls
+    ``step_update(g)`` after step ``g``, so step ``g`` runs with the value for ``g - 1`` (steps 0 and 1 both
+    with the warm-up start): ``lag=1`` reproduces that.
+
     Args:
         T_max (int): timm's ``t_initial`` (``--epochs``), the length of the cosine.
         eta_min (float): timm's ``lr_min`` (``--min-lr``), the same for every parameter group.
         warmup_steps (int): timm's ``warmup_t`` (``--warmup-epochs``).
         warmup_value (float): timm's ``warmup_lr_init`` (``--warmup-lr``).
+        warmup_prefix (bool): timm's ``warmup_prefix``: the cosine follows the warm-up. Default False.
+        lag (int): step ``t`` uses the value of step ``max(t - lag, 0)`` (in scheduler steps, i.e.
+            iterations when iteration based). Default 0.
     """
 
     def __init__(self, optimizer, param_name: str, T_max: int, eta_min: float = 0.,
-                 warmup_steps: int = 0, warmup_value: float = 0., begin: int = 0, end: int = INF,
-                 last_step: int = -1, by_epoch: bool = True, verbose: bool = False):
-        if T_max <= 0 or warmup_steps < 0:
-            raise ValueError(f'TimmCosineLR needs T_max > 0 and warmup_steps >= 0, got T_max={T_max} '
-                             f'and warmup_steps={warmup_steps}; pass the official --epochs and --warmup-epochs.')
+                 warmup_steps: int = 0, warmup_value: float = 0., warmup_prefix: bool = False, lag: int = 0,
+                 begin: int = 0, end: int = INF, last_step: int = -1, by_epoch: bool = True,
+                 verbose: bool = False):
+        if T_max <= 0 or warmup_steps < 0 or lag < 0 or (warmup_prefix and warmup_steps >= T_max):
+            raise ValueError(f'TimmCosineLR needs T_max > 0, lag >= 0 and warmup_steps >= 0 (and < T_max '
+                             f'with warmup_prefix), got T_max={T_max}, warmup_steps={warmup_steps} and '
+                             f'lag={lag}; pass the official --epochs and --warmup-epochs.')
         if begin != 0:
             raise ValueError(f'TimmCosineLR counts its cosine from step 0 (timm), so begin must be 0, got '
                              f'{begin}; use warmup_steps for the warm-up instead of a separate scheduler.')
@@ -46,6 +59,8 @@ class TimmCosineParamScheduler(_ParamScheduler):
         self.eta_min = eta_min
         self.warmup_steps = warmup_steps
         self.warmup_value = warmup_value
+        self.warmup_prefix = warmup_prefix
+        self.lag = lag
         super().__init__(optimizer, param_name=param_name, begin=begin, end=end, last_step=last_step,
                          by_epoch=by_epoch, verbose=verbose)
 
@@ -58,13 +73,17 @@ class TimmCosineParamScheduler(_ParamScheduler):
                    begin=begin, end=end if end == INF else end * epoch_length, by_epoch=False, **kwargs)
 
     def _get_value(self):
-        t = self.last_step
+        t = max(self.last_step - self.lag, 0)
         if t < self.warmup_steps:
             return [self.warmup_value + t * (base - self.warmup_value) / self.warmup_steps
                     for base in self.base_values]
-        if t >= self.T_max:
+        if self.warmup_prefix:
+            t, length = t - self.warmup_steps, self.T_max - self.warmup_steps
+        else:
+            length = self.T_max
+        if t >= length:
             return [self.eta_min for _ in self.base_values]
-        cos = 1 + math.cos(math.pi * t / self.T_max)
+        cos = 1 + math.cos(math.pi * t / length)
         return [self.eta_min + 0.5 * (base - self.eta_min) * cos for base in self.base_values]
 
 
