@@ -16,3 +16,12 @@ model = dict(
         type='mmposmlp.SegSwinTransformerIMLP',
         ffn_cfg=dict(type='mmposmlp.IMLP', expansion_ratio=2, kernel_size=3,
                      dw_norm_cfg=dict(type='SyncBN'))))
+
+# The official Swin UperNet schedule (Swin-Transformer-Semantic-Segmentation, mmseg 0.x / mmcv 1.x):
+# poly (power 1) over all 160k iterations to 0, multiplied during the first 1500 iterations by a
+# linear warm-up from 1e-6. mmseg 1.x's Swin config starts its poly after the warm-up instead; mmengine's
+# LinearLR and PolyLR divide by end - begin - 1, hence 1501 and 160001.
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1501),
+    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=0, end=160001, by_epoch=False)
+]

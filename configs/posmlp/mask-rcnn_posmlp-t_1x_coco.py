@@ -30,3 +30,11 @@ optim_wrapper = dict(
         '.gate.': dict(decay_mult=0.),
     }))
 auto_scale_lr = dict(enable=False, base_batch_size=16)
+
+# mmdet 2.x schedule_1x (the mmdetection the paper used; mmcv 1.x hooks): linear warm-up over 500
+# iterations from 0.001 x lr, multiplied into the step schedule; mmengine's LinearLR reaches the full
+# lr at end - 1, hence end=501.
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
+    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1)
+]

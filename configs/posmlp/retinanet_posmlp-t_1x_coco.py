@@ -1,6 +1,9 @@
 # RetinaNet 1x with a PosMLP-T backbone (paper Table 8): same protocol as Mask R-CNN 1x.
 # As for Swin in mmdet, the stride-8/16/32 stages feed the FPN (start_level 0 over them),
 # P6/P7 come from the last input (add_extra_convs='on_input').
+# Deviation from the reference recipe (deliberate): norms and the gating units' positional parameters
+# ('.gate.': GQPE centres/spreads, token biases, LRPE tables) get no weight decay, as Swin's recipes
+# exempt their position tables.
 _base_ = 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
@@ -26,3 +29,11 @@ optim_wrapper = dict(
         '.gate.': dict(decay_mult=0.),
     }))
 auto_scale_lr = dict(enable=False, base_batch_size=16)
+
+# mmdet 2.x schedule_1x (the mmdetection the paper used; mmcv 1.x hooks): linear warm-up over 500
+# iterations from 0.001 x lr, multiplied into the step schedule; mmengine's LinearLR reaches the full
+# lr at end - 1, hence end=501.
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
+    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1)
+]

@@ -33,6 +33,8 @@ optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=0.0001, weight_decay=0.0001))
+# mmcv 1.x poly (the PVT recipe): (1 - i / 40000) ** 0.9; mmengine's PolyLR divides by
+# end - begin - 1, hence end=40001.
 param_scheduler = [
-    dict(type='PolyLR', power=0.9, eta_min=0.0, begin=0, end=40000, by_epoch=False)
+    dict(type='PolyLR', power=0.9, eta_min=0.0, begin=0, end=40001, by_epoch=False)
 ]

@@ -20,3 +20,10 @@ model = dict(
 # PVT recipe (paper Sec. 4.2): AdamW lr 1e-4, wd 1e-4, 12 epochs (1x), 8 GPUs x 2 images
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, weight_decay=0.0001))
+# mmdet 2.x schedule_1x, as the PVT recipe ran it (mmcv 1.x hooks): linear warm-up over 500 iterations
+# from 0.001 x lr, multiplied into the step schedule; mmengine's LinearLR reaches the full lr at end - 1,
+# hence end=501.
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
+    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1)
+]
