@@ -14,9 +14,14 @@ frames), int(end * duration / frames)]`` plus the first one after (``pyav_decode
 backend, which needs torchvision's ``video_reader`` (not in pip wheels) and resizes inside FFmpeg, so it
 cannot be run here; PyAV is PySlowFast's default backend.
 
-Every PosMLP-Video Kinetics config's ``test_pipeline`` + ``data_preprocessor`` must give every view
-within one grey level of the reference; mmaction2's own ``SampleFrames`` / ``Resize`` / ``ThreeCrop``
-must not (so the test can fail).
+The Something-Something V1 test loader (``datasets/sth.py``, frame folders) takes per segment the frame
+``round(seg * i) + int(seg / (views + 1) * (k + 1))`` (``get_seq_frames``, mmaction's ``UniformSample``
+test mode), reads it with ``cv2.imdecode`` and keeps BGR, resizes the short side to TEST_CROP_SIZE and
+crops at spatial index ``i % NUM_SPATIAL_CROPS`` (0, the first crop, for one crop).
+
+Every PosMLP-Video Kinetics and SSv1 config's ``test_pipeline`` + ``data_preprocessor`` must give every
+view within one grey level of the reference; mmaction2's own ``SampleFrames`` / ``Resize`` /
+``ThreeCrop`` / ``CenterCrop`` must not (so the test can fail).
 """
 import glob
 import math
@@ -144,7 +149,7 @@ def _ours(pipeline_cfg, data_preprocessor, path):
     return _CACHE[key]
 
 
-def _ours_uncached(pipeline_cfg, data_preprocessor, path):
+def _ours_uncached(pipeline_cfg, data_preprocessor, path_or_results):
     from mmengine.dataset import Compose
     from mmengine.registry import DefaultScope
     from mmaction.registry import MODELS
@@ -155,7 +160,9 @@ def _ours_uncached(pipeline_cfg, data_preprocessor, path):
         import mmposmlp.datasets  # noqa: F401
         pipeline = Compose(pipeline_cfg)
         pre = MODELS.build(pre_cfg)
-    packed = pipeline(dict(filename=path, label=-1, start_index=0, modality='RGB'))
+    results = path_or_results if isinstance(path_or_results, dict) else dict(
+        filename=path_or_results, label=-1, start_index=0, modality='RGB')
+    packed = pipeline(results)
     return pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]), False)['inputs'][0]
 
 
@@ -228,3 +235,115 @@ def test_slowfast_sampling_rejects_bad_arguments():
         SlowFastSampleFrames(clip_len=0)
     with pytest.raises(TypeError, match='PyAVInit'):
         SlowFastSampleFrames(clip_len=16)(dict(video_reader=object(), filename='x.mp4'))
+
+
+# official facts (configs/SSV1/SSV1_MLP_*.yaml, datasets/sth.py; paper Sec. 4.2: 1 clip x 3 crops, the
+# ablation tables 16x1x1), as data
+OFFICIAL_SSV1 = dict(NUM_FRAMES=16, TEST_CROP_SIZE=224, MEAN=0.45, STD=0.225, NUM_ENSEMBLE_VIEWS=1,
+                     IMAGE_TEMPLATE='{:05}.jpg')
+# (width, height, frames): SSv1-like landscape frames and an odd portrait folder
+FRAME_DIRS = [(176, 100, 37), (99, 131, 48)]
+
+
+def _sthv1_configs():
+    files = sorted(glob.glob(osp.join(ROOT, 'configs', 'posmlp_video', '*sthv1*.py')))
+    assert files, 'no PosMLP-Video SSv1 config found'
+    return files
+
+
+@pytest.fixture(scope='module')
+def frame_dirs(tmp_path_factory):
+    """Folders of 1-based JPEG frames (cv2-encoded, as extracted SSv1 frames), every frame different."""
+    import cv2
+    out = []
+    for w, h, n in FRAME_DIRS:
+        folder = tmp_path_factory.mktemp(f'frames_{w}x{h}')
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+        for t in range(n):
+            img = np.stack([128 + 100 * np.sin(xx / (7 + 2 * c) + t / 3 + c) * np.cos(yy / 11 - t / 5)
+                            for c in range(3)], -1)
+            img[:, (t * 5) % (w - 8):(t * 5) % (w - 8) + 8] = (0, 40, 250)
+            cv2.imwrite(str(folder / OFFICIAL_SSV1['IMAGE_TEMPLATE'].format(t + 1)),
+                        np.clip(img, 0, 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, 90])
+        out.append((str(folder), n))
+    return out
+
+
+def _official_sth_views(folder, video_length, num_crops, facts=OFFICIAL_SSV1):
+    """datasets/sth.py test views as (temporal index, spatial index) -> C x T x H x W (BGR channels)."""
+    import cv2
+    num_frames, views, crop = facts['NUM_FRAMES'], facts['NUM_ENSEMBLE_VIEWS'], facts['TEST_CROP_SIZE']
+    out = {}
+    for i in range(views * num_crops):
+        k, sp = i // num_crops, i % num_crops
+        seg = float(video_length - 1) / num_frames
+        step = seg / (views + 1)
+        seq = [int(np.round(seg * j)) + int(step * (k + 1)) + 1 for j in range(num_frames)]
+        imgs = []
+        for f in seq:
+            with open(osp.join(folder, facts['IMAGE_TEMPLATE'].format(f)), 'rb') as fh:
+                imgs.append(cv2.imdecode(np.frombuffer(fh.read(), np.uint8), cv2.IMREAD_COLOR))
+        frames = torch.as_tensor(np.stack(imgs)).float() / 255.0
+        frames = ((frames - facts['MEAN']) / facts['STD']).permute(3, 0, 1, 2)
+        h, w = frames.shape[2:]
+        if min(h, w) != crop:
+            nh, nw = (int(math.floor(h / w * crop)), crop) if w < h else (crop, int(math.floor(w / h * crop)))
+            frames = torch.nn.functional.interpolate(frames, size=(nh, nw), mode='bilinear', align_corners=False)
+        h, w = frames.shape[2:]
+        y, x = int(math.ceil((h - crop) / 2)), int(math.ceil((w - crop) / 2))
+        if h > w:
+            y = {0: 0, 1: y, 2: h - crop}[sp]
+        else:
+            x = {0: 0, 1: x, 2: w - crop}[sp]
+        out[(k, sp)] = frames[:, :, y:y + crop, x:x + crop]
+    return out
+
+
+def _ours_frames(pipeline_cfg, data_preprocessor, folder, n):
+    key = ('ours-frames', repr(pipeline_cfg), repr(data_preprocessor), folder)
+    if key not in _CACHE:
+        results = dict(frame_dir=folder, total_frames=n, label=-1, start_index=1, offset=0,
+                       filename_tmpl=OFFICIAL_SSV1['IMAGE_TEMPLATE'], modality='RGB')
+        _CACHE[key] = _ours_uncached(pipeline_cfg, data_preprocessor, results)
+    return _CACHE[key]
+
+
+def _sth_num_crops(cfg_path):
+    """The paper's crops: 16x1x1 for the ablation variants (Tables 3, 5, 7, 8), else 1 clip x 3 crops."""
+    return 1 if osp.basename(cfg_path).startswith('posmlp-video-s-') else 3
+
+
+@pytest.mark.parametrize('cfg_path', _sthv1_configs(), ids=lambda p: osp.basename(p)[:-3])
+def test_sthv1_test_input_matches_official(cfg_path, frame_dirs):
+    from mmengine.config import Config
+    cfg = Config.fromfile(cfg_path)
+    pipeline = cfg.test_dataloader.dataset.pipeline
+    crops = _sth_num_crops(cfg_path)
+    facts = dict(OFFICIAL_SSV1, NUM_SPATIAL_CROPS=crops)
+    mean, std = cfg.model.data_preprocessor['mean'], cfg.model.data_preprocessor['std']
+    assert mean == [OFFICIAL_SSV1['MEAN'] * 255] * 3 and std == [OFFICIAL_SSV1['STD'] * 255] * 3
+    for folder, n in frame_dirs:
+        ref = _official_sth_views(folder, n, crops)
+        ours = _ours_frames(pipeline, cfg.model.data_preprocessor, folder, n)
+        grey = _max_grey(ours, ref, OFFICIAL_SSV1['NUM_ENSEMBLE_VIEWS'], facts)
+        assert grey <= 1.0 + 1e-3, f'{osp.basename(cfg_path)} / {osp.basename(folder)}: {grey:.2f} grey levels'
+
+
+@pytest.mark.parametrize('crops', [1, 3])
+def test_mmaction_default_frame_pipeline_differs_from_official(crops, frame_dirs):
+    """mmaction2's stock Resize + CenterCrop / ThreeCrop, even in BGR, is off the official SSv1 input."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(_sthv1_configs()[0])
+    stock = [
+        dict(type='UniformSample', clip_len=16, test_mode=True),
+        dict(type='RawFrameDecode'),
+        dict(type='Resize', scale=(-1, 224)),
+        dict(type='ThreeCrop', crop_size=224) if crops == 3 else dict(type='CenterCrop', crop_size=224),
+        dict(type='FormatShape', input_format='NCTHW'),
+        dict(type='PackActionInputs')
+    ]
+    pre = dict(cfg.model.data_preprocessor, to_rgb=True)
+    facts = dict(OFFICIAL_SSV1, NUM_SPATIAL_CROPS=crops)
+    for folder, n in frame_dirs:
+        grey = _max_grey(_ours_frames(stock, pre, folder, n), _official_sth_views(folder, n, crops), 1, facts)
+        assert grey > 10, f'{osp.basename(folder)}: mmaction2 default pipeline only {grey:.2f} grey levels off'
