@@ -78,8 +78,10 @@ def test_config_builds(name):
     assert all(w[0] == clip_len for w in bb.window_sizes) or 'w8x14' in name
     test_types = [t['type'] for t in cfg.test_pipeline]
     if k400:
-        sampler = next(t for t in cfg.test_pipeline if t['type'] == 'SampleFrames')
-        assert sampler['num_clips'] == 4 and 'ThreeCrop' in test_types  # 4 clips x 3 crops
+        # 4 clips x 3 crops, sampled and cropped as PySlowFast (see test_eval_pipeline_parity_video.py)
+        sampler = next(t for t in cfg.test_pipeline if t['type'] == 'mmposmlp.SlowFastSampleFrames')
+        crop = next(t for t in cfg.test_pipeline if t['type'] == 'mmposmlp.SlowFastUniformCrop')
+        assert sampler['num_clips'] == 4 and tuple(crop['spatial_indices']) == (0, 1, 2)
         assert any(t['type'] == 'Flip' for t in cfg.train_pipeline)
     else:
         assert 'UniformSample' in test_types  # sparse sampling, 1 clip

@@ -229,8 +229,11 @@ def test_ablations_test_16x1x1(name):
     cfg = Config.fromfile(osp.join(ROOT, 'configs', 'posmlp_video', name))
     pipe = cfg.test_dataloader.dataset.pipeline
     types = [t['type'] for t in pipe]
-    assert 'ThreeCrop' not in types and 'TenCrop' not in types and 'CenterCrop' in types
+    assert 'ThreeCrop' not in types and 'TenCrop' not in types and 'CenterCrop' not in types
+    # one crop as the official sth.py takes it (spatial index 0; test_eval_pipeline_parity_video.py)
+    crop = next(t for t in pipe if t['type'] == 'mmposmlp.SlowFastUniformCrop')
+    assert tuple(crop['spatial_indices']) == (0, ) and crop['crop_size'] == 224
     sampler = pipe[0]
     assert sampler['type'] == 'UniformSample' and sampler['clip_len'] == 16 and sampler.get('num_clips', 1) == 1
-    resize = next(t for t in pipe if t['type'] == 'Resize')
-    assert tuple(resize['scale']) == (-1, 224)  # SlowFast single-crop test: short side = TEST_CROP_SIZE
+    resize = next(t for t in pipe if t['type'] == 'mmposmlp.SlowFastShortSideResize')
+    assert resize['scale'] == 224  # SlowFast single-crop test: short side = TEST_CROP_SIZE

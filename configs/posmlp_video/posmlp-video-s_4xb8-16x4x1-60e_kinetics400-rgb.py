@@ -72,12 +72,20 @@ val_pipeline = [
     dict(type='FormatShape', input_format='NCTHW'),
     dict(type='PackActionInputs')
 ]
+# Test as the official PySlowFast loader with the paper's views (Sec. 4.2: 4 clips x 3 crops, i.e.
+# TEST.NUM_ENSEMBLE_VIEWS 4, NUM_SPATIAL_CROPS 3): per clip, decoder.decode with USE_OFFSET_SAMPLING and
+# TARGET_FPS 30 (a clip spans 16 x 4 frames at 30 fps, whatever the video's rate; frames picked by a
+# truncated linspace, not a strict stride), short side to 224 (long side floored, torch bilinear on float
+# frames), uniform_crop (first / centre / last, centre offsets rounded up). mmaction2's SampleFrames /
+# Resize / ThreeCrop place clips, round sizes and centre crops differently. PyAV decoding (PySlowFast's
+# pyav backend); the official yaml's torchvision backend resizes inside FFmpeg and is not reproduced.
 test_pipeline = [  # 4 clips x 3 crops
-    dict(type='DecordInit', **file_client_args),
-    dict(type='SampleFrames', clip_len=16, frame_interval=4, num_clips=4, test_mode=True),
-    dict(type='DecordDecode'),
-    dict(type='Resize', scale=(-1, 224)),
-    dict(type='ThreeCrop', crop_size=224),
+    dict(type='PyAVInit', **file_client_args),
+    dict(type='mmposmlp.SlowFastSampleFrames', clip_len=16, frame_interval=4, num_clips=4, target_fps=30,
+         use_offset=True),
+    dict(type='PyAVDecode'),
+    dict(type='mmposmlp.SlowFastShortSideResize', scale=224),
+    dict(type='mmposmlp.SlowFastUniformCrop', crop_size=224, spatial_indices=(0, 1, 2)),
     dict(type='FormatShape', input_format='NCTHW'),
     dict(type='PackActionInputs')
 ]

@@ -28,6 +28,9 @@ model = dict(
         # PySlowFast's DATA.MEAN / DATA.STD defaults (0.45 / 0.225 x 255), which no official yaml overrides
         mean=[114.75, 114.75, 114.75],
         std=[57.375, 57.375, 57.375],
+        # the official sth.py reads frames with cv2.imdecode and never converts them: the network sees
+        # BGR in training and testing; to_rgb flips our RGB-decoded frames into that order
+        to_rgb=True,
         format_shape='NCTHW',
         blending=dict(
             type='RandomBatchAugment',
@@ -70,11 +73,15 @@ val_pipeline = [
     dict(type='FormatShape', input_format='NCTHW'),
     dict(type='PackActionInputs')
 ]
+# Test as the official Something-Something loader (datasets/sth.py, test mode) with the paper's 1 clip x
+# 3 crops: UniformSample's test mode is its get_seq_frames; short side to 224 (long side floored, torch
+# bilinear on float frames), uniform_crop first / centre / last (centre offsets rounded up; mmaction's
+# Resize rounds the long side, ThreeCrop floors the offsets).
 test_pipeline = [  # 1 clip x 3 crops
     dict(type='UniformSample', clip_len=16, test_mode=True),
     dict(type='RawFrameDecode', **file_client_args),
-    dict(type='Resize', scale=(-1, 224)),
-    dict(type='ThreeCrop', crop_size=224),
+    dict(type='mmposmlp.SlowFastShortSideResize', scale=224),
+    dict(type='mmposmlp.SlowFastUniformCrop', crop_size=224, spatial_indices=(0, 1, 2)),
     dict(type='FormatShape', input_format='NCTHW'),
     dict(type='PackActionInputs')
 ]
