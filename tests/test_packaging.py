@@ -12,6 +12,9 @@ import textwrap
 import pytest
 import yaml
 
+from mmposmlp.analysis.metafile import derived_metadata
+from mmposmlp.analysis.metafile import zoo_rows as _zoo_rows
+
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 ZOO = osp.join(ROOT, 'docs', 'model_zoo.md')
 
@@ -20,15 +23,6 @@ ZOO = osp.join(ROOT, 'docs', 'model_zoo.md')
 # metafiles: complete, and every derived figure equal to what the configs / the complexity tool say
 # ----------------------------------------------------------------------------------------------------------------
 
-# config type -> technique name (OpenMMLab metafile vocabulary)
-TECHNIQUE_BY_TYPE = {
-    'AdamW': 'AdamW', 'SGD': 'SGD', 'Adam': 'Adam',
-    'Mixup': 'Mixup', 'MixupBlending': 'Mixup', 'CutMix': 'CutMix', 'CutmixBlending': 'CutMix',
-    'RandAugment': 'RandAugment', 'AutoAugment': 'AutoAugment', 'RandomErasing': 'Random Erasing',
-    'LabelSmoothLoss': 'Label Smoothing', 'EMAHook': 'EMA',
-    'CosineAnnealingLR': 'Cosine Annealing', 'LinearLR': 'Warmup', 'PolyLR': 'Poly LR', 'MultiStepLR': 'Step LR',
-    'RandomChoiceResize': 'Multi-Scale Training', 'RandomResize': 'Multi-Scale Training',
-}
 RESULT_FIELDS = ('Task', 'Dataset', 'Metrics')
 COLLECTION_FIELDS = ('Training Data', 'Training Techniques', 'Training Resources', 'Architecture')
 MODEL_FIELDS = ('Parameters', 'Training Data', 'Batch Size')
@@ -54,66 +48,9 @@ def metafiles():
     return [osp.join(ROOT, p) for p in load_yaml(osp.join(ROOT, 'model-index.yml'))['Import']]
 
 
-def _walk(obj):
-    if isinstance(obj, dict):
-        yield obj
-        for v in obj.values():
-            yield from _walk(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _walk(v)
-
-
-def techniques(cfg) -> set:
-    """Training techniques a config uses, from the types and options of what training builds."""
-    parts = [cfg.get(k) for k in ('model', 'optim_wrapper', 'param_scheduler', 'custom_hooks', 'train_dataloader')]
-    found = set()
-    for d in _walk(parts):
-        t = d.get('type')
-        if isinstance(t, str) and t.rpartition('.')[2] in TECHNIQUE_BY_TYPE:
-            name = TECHNIQUE_BY_TYPE[t.rpartition('.')[2]]
-            if name == 'Multi-Scale Training' and not (d.get('ratio_range') or isinstance(d.get('scales'), list)):
-                continue
-            found.add(name)
-        if (d.get('drop_path_rate') or 0) > 0:
-            found.add('Stochastic Depth')
-        if (d.get('label_smooth_eps') or 0) > 0:
-            found.add('Label Smoothing')
-        if d.get('clip_grad'):
-            found.add('Gradient Clipping')
-    return found
-
-
-def derived_metadata(cfg_path, cfg) -> dict:
-    """Batch Size (total), GPUs, Epochs or Iterations and Training Techniques as the config sets them."""
-    per_gpu = cfg.train_dataloader.batch_size
-    m = re.search(r'_(\d+)xb(\d+)', osp.basename(cfg_path))
-    if m:
-        gpus = int(m.group(1))
-        assert int(m.group(2)) == per_gpu, f'{cfg_path}: name says {m.group(2)}/GPU, config {per_gpu}'
-        total = gpus * per_gpu
-    else:  # mmdet's names carry no NxbM: the recipe's total batch is auto_scale_lr.base_batch_size
-        total = cfg.auto_scale_lr.base_batch_size
-        gpus = total // per_gpu
-    out = {'Batch Size': total, 'Training Resources': f'{gpus}x GPUs',
-           'Training Techniques': techniques(cfg)}
-    train_cfg = cfg.get('train_cfg') or {}
-    if 'max_epochs' in train_cfg:
-        out['Epochs'] = train_cfg['max_epochs']
-    elif 'max_iters' in train_cfg:
-        out['Iterations'] = train_cfg['max_iters']
-    return out
-
-
 def zoo_rows() -> dict:
     """config stem -> (params M, GFLOPs or None) from docs/model_zoo.md (tools/analysis/complexity.py's output)."""
-    rows = {}
-    with open(ZOO) as f:
-        for line in f:
-            cells = [c.strip() for c in line.strip().strip('|').split('|')]
-            if len(cells) > 3 and re.fullmatch(r'[\d.]+', cells[1] or 'x'):
-                rows[cells[0]] = (float(cells[1]), None if cells[2] == 'n/a' else float(cells[2]))
-    return rows
+    return _zoo_rows(ZOO)
 
 
 def reported_lines(path) -> set:
@@ -130,17 +67,35 @@ def reported_lines(path) -> set:
     return out
 
 
+def shipped_configs() -> list:
+    """Every config under configs/, at any depth, but the bases and the toy variants."""
+    out = []
+    for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True):
+        rel = osp.relpath(p, ROOT)
+        if not {'_base_', 'toy'} & set(rel.split(osp.sep)):
+            out.append(rel)
+    return sorted(out)
+
+
+def test_model_index_imports_every_metafile():
+    on_disk = sorted(osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '**', 'metafile.yml'),
+                                                             recursive=True))
+    imported = sorted(load_yaml(osp.join(ROOT, 'model-index.yml'))['Import'])
+    assert imported == on_disk, f'model-index.yml Import {imported} but the metafiles are {on_disk}'
+
+
 def test_metafiles_list_every_config_and_only_existing_ones():
-    """Every shipped config (toy variants aside) has a model entry; every entry's config exists."""
+    """Every shipped config (any depth, bases and toy variants aside) has a model entry; every entry's config
+    exists."""
     listed = []
     for path in metafiles():
         for model in load_yaml(path)['Models']:
             assert osp.isfile(osp.join(ROOT, model['Config'])), f"{path}: {model['Config']} does not exist"
             listed.append(osp.normpath(model['Config']))
-    shipped = {osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '*', '*.py'))}
-    shipped |= {osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '*', 'ablations', '*.py'))}
+    shipped = set(shipped_configs())
     missing = sorted(shipped - set(listed))
-    assert not missing, f'configs without a metafile entry (add one to configs/<family>/metafile.yml): {missing}'
+    assert not missing, ('configs without a metafile entry (add one to configs/<family>/metafile.yml; for '
+                         f'configs/<family>/paper_tables/, one row to tools/misc/paper_table_metafiles.py): {missing}')
     dup = sorted({c for c in listed if listed.count(c) > 1})
     assert not dup, f'configs listed twice: {dup}'
 
@@ -181,7 +136,10 @@ def test_metafiles_are_complete_and_match_the_complexity_tool():
                     problems.append(f'{rel}: {name} result {r} lacks one of {RESULT_FIELDS}')
             if 'Weights' not in model:
                 problems.append(f'{rel}: {name} lacks Weights (null when none are hosted)')
-            if stem not in zoo:  # a config newer than docs/model_zoo.md: nothing measured to compare with
+            if stem not in zoo:
+                problems.append(f'{rel}: {name} is not in docs/model_zoo.md: run python tools/analysis/complexity.py '
+                                f"--configs {osp.dirname(model['Config'])} --pattern {osp.basename(model['Config'])} "
+                                '--merge')
                 continue
             params_m, gflops = zoo[stem]
             if (name, 'Parameters') not in reported and md.get('Parameters') is not None and \
@@ -220,6 +178,86 @@ def test_metafile_training_metadata_matches_the_configs():
             if techs != want['Training Techniques']:
                 problems.append(f"{rel}: {model['Name']} Training Techniques {sorted(techs)}, config uses "
                                 f"{sorted(want['Training Techniques'])}")
+    assert not problems, '\n'.join(problems)
+
+
+def _paper_table_generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('paper_table_metafiles',
+                                                  osp.join(ROOT, 'tools', 'misc', 'paper_table_metafiles.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_paper_table_metafiles_carry_their_rows_as_reported():
+    """Each paper-table config has one row in the generator and one entry in its family's
+    paper_tables/metafile.yml, whose metrics and Paper Parameters/FLOPs are that row's, marked ``# reported``."""
+    gen = _paper_table_generator()
+    stems = {osp.splitext(osp.basename(c))[0] for c in gen.paper_table_configs()}
+    assert stems and stems == set(gen.ROWS), sorted(stems ^ set(gen.ROWS))
+    seen = set()
+    for path in glob.glob(osp.join(ROOT, 'configs', '*', 'paper_tables', 'metafile.yml')):
+        text = open(path).read()
+        assert text.startswith(gen.HEADER), path
+        for model in load_yaml(path)['Models']:
+            name = model['Name']
+            seen.add(name)
+            source, metrics, paper_params, paper_gflops = gen.ROWS[name]
+            got = {k: v for r in model['Results'] for k, v in (r.get('Metrics') or {}).items()}
+            assert got == metrics, (name, got, metrics)
+            md = model['Metadata']
+            assert md.get('Paper Parameters') == (None if paper_params is None else int(round(paper_params * 1e6)))
+            assert md.get('Paper FLOPs') == (None if paper_gflops is None else int(round(paper_gflops * 1e9)))
+        for key, value in re.findall(r'^\s*(box AP|mask AP|Top 1 Accuracy|Paper Parameters|Paper FLOPs): (.*)$', text,
+                                     re.M):
+            assert '# reported (' in value, (path, key, value)
+    assert seen == stems
+
+
+@pytest.mark.slow
+def test_paper_table_metafiles_are_what_the_generator_writes():
+    """The generated files are up to date with the rows, the configs and docs/model_zoo.md (parses the 62
+    configs: ~40 s)."""
+    stale = _paper_table_generator().write_metafiles(check=True)
+    assert not stale, f'out of date: {stale}; run python tools/misc/paper_table_metafiles.py'
+
+
+ZOO_SAMPLE = ('configs/cpvt/paper_tables/cpvt-ti-posnone_8xb128_in1k.py',
+              'configs/wavemlp/paper_tables/wavemlp-t-dw-w3_8xb128_in1k.py')
+
+
+def _zoo_disagreements(configs, flops=()):
+    from mmengine.config import Config
+
+    from mmposmlp.analysis import complexity as C
+    from mmposmlp.testing import build_model_from_cfg
+    zoo, problems = zoo_rows(), []
+    for rel in configs:
+        stem = osp.splitext(osp.basename(rel))[0]
+        model, scope = build_model_from_cfg(Config.fromfile(osp.join(ROOT, rel)))
+        params_m = C.count_params(model) / 1e6
+        if abs(params_m - zoo[stem][0]) > 0.0051:
+            problems.append(f'{stem}: the model has {params_m:.4f}M parameters, docs/model_zoo.md says {zoo[stem][0]}M')
+        if rel in flops and zoo[stem][1] is not None:
+            gflops = C.count_flops(model, C.input_shape_for(rel, scope), scope)[0] / 1e9
+            if abs(gflops - zoo[stem][1]) > 0.0051:
+                problems.append(f'{stem}: the model has {gflops:.4f} GFLOPs, docs/model_zoo.md says {zoo[stem][1]}')
+    return problems
+
+
+def test_model_zoo_figures_are_the_models():
+    """docs/model_zoo.md (which the metafiles are checked against) holds what the models count: params and
+    two small paper-table models of two families recounted, and the FLOPs of the smaller (the slow test
+    below recounts every config's params)."""
+    problems = _zoo_disagreements(ZOO_SAMPLE, flops=ZOO_SAMPLE[:1])
+    assert not problems, '\n'.join(problems)
+
+
+@pytest.mark.slow
+def test_model_zoo_params_are_every_models():
+    """Params of every shipped config recounted against docs/model_zoo.md (builds ~180 models: minutes)."""
+    problems = _zoo_disagreements(shipped_configs())
     assert not problems, '\n'.join(problems)
 
 
