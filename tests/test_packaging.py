@@ -549,6 +549,198 @@ def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
     assert converted and all(k.startswith(('backbone.', 'head.fc.')) for k in converted), sorted(converted)[:5]
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# installed as `make install` installs it (site-packages/mmposmlp links the clone, METADATA from setup.py, the
+# config .pth): what each library's own tools and `mim list` see
+# ----------------------------------------------------------------------------------------------------------------
+
+def _setup_constant(name):
+    import ast
+    tree = ast.parse(open(osp.join(ROOT, 'setup.py')).read())
+    return next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], 'id', None) == name)
+
+
+@pytest.fixture(scope='module')
+def linked_env(tmp_path_factory):
+    """A venv whose site-packages holds ``mmposmlp`` (a link to this clone), the METADATA ``setup.py dist_info``
+    writes and ``mmposmlp-config.pth``; the project venv's site-packages follows as a plain path (its own
+    mmposmlp install and .pth files are not used)."""
+    tmp = tmp_path_factory.mktemp('linked')
+    py, own = _scratch_env(tmp, sysconfig.get_paths()['purelib'])
+    os.symlink(osp.join(ROOT, 'mmposmlp'), osp.join(own, 'mmposmlp'))
+    subprocess.run([sys.executable, 'setup.py', '-q', 'dist_info', '--output-dir', own], cwd=ROOT, check=True,
+                   capture_output=True)
+    with open(osp.join(own, _setup_constant('CONFIG_PTH')), 'w') as f:
+        f.write(_pth_line())
+    work = tmp / 'user'  # outside the repository
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONSTARTUP')}
+    env.update(OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    return dict(py=str(py), site=own, cwd=str(work), env=env)
+
+
+def test_mim_list_shows_mmposmlp_with_its_homepage(linked_env):
+    """``mim list`` lists installed packages that carry ``.mim/model-index.yml``, with the METADATA Home-page
+    (``url`` in setup.py)."""
+    homepage = _setup_constant('HOMEPAGE')
+    assert homepage.startswith('https://')
+    out = _run(linked_env, *MIM, 'list')
+    row = next((line.split() for line in out.splitlines() if line.startswith('mmposmlp ')), None)
+    assert row is not None, out
+    from mmposmlp.version import __version__
+    assert row == ['mmposmlp', __version__, homepage], row
+
+
+# a user's own config, outside the repository, for one library's own tools/train.py: two images, one epoch
+# (or two iterations), a checkpoint at the end, no validation
+OWN_TRAIN = {
+    'mmpretrain': ('posmlp/toy/posmlp-t_toy-in1k.py',
+                   f"model = dict(backbone=dict(arch=dict(_delete_=True, **{SMALL_POSMLP}), drop_path_rate=0.0), "
+                   "head=dict(in_channels=128))\n"
+                   "train_dataloader = dict(batch_size=2, dataset=dict(indices=4))\n"
+                   "train_cfg = dict(max_epochs=1, val_interval=10)\n", 'epoch_1.pth'),
+    'mmdet': ('posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py',
+              f"model = dict(backbone=dict(arch=dict(_delete_=True, **{SMALL_POSMLP}), drop_path_rate=0.0), "
+              "neck=dict(in_channels=[16, 32, 64, 128]))\n"
+              "train_dataloader = dict(batch_size=1, dataset=dict(indices=2))\n"
+              "train_cfg = dict(max_epochs=1, val_interval=10)\n"
+              "default_hooks = dict(checkpoint=dict(interval=1))\n", 'epoch_1.pth'),
+    'mmseg': ('posmlp/toy/fpn_posmlp-t_toy-ade20k.py',
+              "train_dataloader = dict(batch_size=1, dataset=dict(indices=2))\n"
+              "train_cfg = dict(max_iters=2, val_interval=10)\n"
+              "default_hooks = dict(checkpoint=dict(interval=2))\n", 'iter_2.pth'),
+    'mmaction': ('posmlp_video/toy/posmlp-video-s_toy-k400.py',
+                 "train_dataloader = dict(batch_size=2, dataset=dict(indices=2))\n"
+                 "train_cfg = dict(max_epochs=1, val_interval=10)\n"
+                 "default_hooks = dict(checkpoint=dict(interval=1))\n", 'epoch_1.pth'),
+}
+
+
+@pytest.mark.parametrize('library', [
+    'mmpretrain',
+    pytest.param('mmdet', marks=pytest.mark.slow),
+    pytest.param('mmseg', marks=pytest.mark.slow),
+    pytest.param('mmaction', marks=pytest.mark.slow),
+])
+def test_each_librarys_own_train_py_trains_a_user_config_inheriting_mmposmlp(library, linked_env, toy_data):
+    """``python <library>/.mim/tools/train.py my_config.py`` (what ``mim train <library>`` runs) on a config in
+    the user's folder whose ``_base_`` is ``mmposmlp::...``: it trains on toy data and writes a checkpoint
+    holding our backbone's weights."""
+    import importlib
+    tool = osp.join(osp.dirname(importlib.import_module(library).__file__), '.mim', 'tools', 'train.py')
+    base, extra, ckpt_name = OWN_TRAIN[library]
+    cwd = osp.join(linked_env['cwd'], library)
+    os.makedirs(osp.join(cwd, 'data'), exist_ok=True)
+    if not osp.exists(osp.join(cwd, 'data', 'toy')):
+        os.symlink(toy_data, osp.join(cwd, 'data', 'toy'))
+    with open(osp.join(cwd, 'my_config.py'), 'w') as f:
+        f.write(f"_base_ = 'mmposmlp::{base}'\n{extra}")
+    res = subprocess.run([linked_env['py'], tool, 'my_config.py', '--work-dir', 'w'], cwd=cwd,
+                         env=linked_env['env'], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, f'{library} train.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
+    ckpt = osp.join(cwd, 'w', ckpt_name)
+    assert osp.isfile(ckpt), sorted(os.listdir(osp.join(cwd, 'w')))
+    from mmposmlp.utils.safe_load import load_checkpoint, trusted_checkpoints
+    with trusted_checkpoints([ckpt]):  # the library's own trainer writes stock mmengine files; this one we made
+        state = load_checkpoint(ckpt)['state_dict']
+    assert any(k.startswith('backbone.') for k in state), sorted(state)[:5]
+    assert "'mmposmlp.PosMLP" in open(osp.join(cwd, 'w', 'my_config.py')).read()  # the config it ran
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# mmengine's pure-Python configs: mmposmlp/configs/ (generated from the text configs)
+# ----------------------------------------------------------------------------------------------------------------
+
+def _pure_python_generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('make_pure_python_configs',
+                                                  osp.join(ROOT, 'tools', 'misc', 'make_pure_python_configs.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _own_type_names(obj):
+    """A config dict with our types written one way: ``'mmposmlp.X'`` (text configs) and the class ``X``
+    (pure-Python configs, or its ``'mmposmlp.<module>.X'`` name once dumped) both become ``'mmposmlp.X'``."""
+    if isinstance(obj, dict):
+        return {k: _own_type_names(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_own_type_names(v) for v in obj]
+    if isinstance(obj, type):
+        return f'mmposmlp.{obj.__name__}' if obj.__module__.startswith('mmposmlp.') else obj
+    if isinstance(obj, str) and obj.startswith('mmposmlp.'):
+        return 'mmposmlp.' + obj.rpartition('.')[2]
+    return obj
+
+
+@pytest.mark.slow
+def test_pure_python_configs_are_the_text_configs():
+    """Each ``mmposmlp/configs/<family>/<name>.py`` (one per family and task) is a pure-Python config that
+    mmengine parses in lazy-import mode, our types imported as classes, and holds what its text config holds
+    (parses 16 configs: ~25 s on a loaded 2-core machine)."""
+    from mmengine.config import Config
+    gen = _pure_python_generator()
+    families = {d for d in os.listdir(osp.join(ROOT, 'configs')) if not d.startswith('_')}
+    assert {m.split('/')[0] for m in gen.CONFIGS} == families
+    tasks = {Config.fromfile(osp.join(ROOT, src)).default_scope for src in gen.CONFIGS.values()}
+    assert tasks == {'mmpretrain', 'mmdet', 'mmseg', 'mmaction'}
+    for mod, src in gen.CONFIGS.items():
+        path = osp.join(ROOT, 'mmposmlp', 'configs', mod + '.py')
+        assert Config._is_lazy_import(path), path
+        lazy = Config.fromfile(path)
+        assert isinstance(lazy._cfg_dict.model.backbone.type, type), (mod, lazy._cfg_dict.model.backbone.type)
+        got, want = _own_type_names(lazy.to_dict()), _own_type_names(Config.fromfile(osp.join(ROOT, src)).to_dict())
+        assert got == want, (f'{mod} differs from {src}: run python tools/misc/make_pure_python_configs.py',
+                             sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k)))
+
+
+PURE_PYTHON_USER_CFG = """
+from mmengine.config import read_base
+
+with read_base():
+    from mmposmlp.configs.posmlp.posmlp_t_8xb120_in1k import *
+
+model.backbone.update(arch=ARCH, drop_path_rate=0.0)
+model.head.update(in_channels=128)
+toy_train = [dict(type='LoadImageFromFile'), dict(type='RandomResizedCrop', scale=64), dict(type='PackInputs')]
+toy_test = [dict(type='LoadImageFromFile'), dict(type='CenterCrop', crop_size=64), dict(type='PackInputs')]
+train_dataloader.update(batch_size=2, num_workers=0, persistent_workers=False)
+train_dataloader.dataset.update(data_root='data/toy/imagenet', pipeline=toy_train, indices=2)
+val_dataloader.update(batch_size=2, num_workers=0, persistent_workers=False)
+val_dataloader.dataset.update(data_root='data/toy/imagenet', pipeline=toy_test, indices=2)
+test_dataloader = val_dataloader
+train_cfg.update(max_epochs=1, val_interval=1)
+custom_hooks = []
+""".replace('ARCH', SMALL_POSMLP)
+
+
+def test_user_pure_python_config_inherits_ours_with_read_base_and_trains(linked_env, toy_data):
+    """A pure-Python config in the user's folder inherits ``mmposmlp.configs.posmlp.posmlp_t_8xb120_in1k`` with
+    ``read_base`` (mmengine finds the file under the installed package), and mmpretrain's own tools/train.py
+    builds our PosMLP from it and trains one iteration on toy data."""
+    import importlib
+    tool = osp.join(osp.dirname(importlib.import_module('mmpretrain').__file__), '.mim', 'tools', 'train.py')
+    cwd = osp.join(linked_env['cwd'], 'pure_python')
+    os.makedirs(osp.join(cwd, 'data'), exist_ok=True)
+    if not osp.exists(osp.join(cwd, 'data', 'toy')):
+        os.symlink(toy_data, osp.join(cwd, 'data', 'toy'))
+    with open(osp.join(cwd, 'my_pure_config.py'), 'w') as f:
+        f.write(PURE_PYTHON_USER_CFG)
+    res = subprocess.run([linked_env['py'], tool, 'my_pure_config.py', '--work-dir', 'w'], cwd=cwd,
+                         env=linked_env['env'], capture_output=True, text=True, timeout=900)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, f'train.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
+    assert re.search(r'Epoch\(train\) \[1\]\[1/1\].*loss: [\d.]+', out), out[-3000:]
+    ckpt = osp.join(cwd, 'w', 'epoch_1.pth')
+    from mmposmlp.utils.safe_load import load_checkpoint, trusted_checkpoints
+    with trusted_checkpoints([ckpt]):
+        state = load_checkpoint(ckpt)['state_dict']
+    assert state['backbone.stages.3.blocks.0.fc1.weight'].shape[1] == 128  # the user's PosMLP, trained
+    assert 'PosMLP' in open(osp.join(cwd, 'w', 'my_pure_config.py')).read()
+
+
 def _step_function():
     """tools/setup_env.sh's log/step helpers, without running the install."""
     text = open(osp.join(ROOT, 'tools', 'setup_env.sh')).read()

@@ -16,7 +16,10 @@ TECHNIQUE_BY_TYPE = {
     'LabelSmoothLoss': 'Label Smoothing', 'EMAHook': 'EMA',
     'CosineAnnealingLR': 'Cosine Annealing', 'LinearLR': 'Warmup', 'PolyLR': 'Poly LR', 'MultiStepLR': 'Step LR',
     'RandomChoiceResize': 'Multi-Scale Training', 'RandomResize': 'Multi-Scale Training',
+    'TimmEMAHook': 'EMA', 'TimmCosineLR': 'Cosine Annealing', 'SlowFastCosineLR': 'Cosine Annealing',
 }
+# schedulers whose warm-up is an option of their own (warmup_steps > 0) rather than a LinearLR before them
+WARMUP_OPTION = ('TimmCosineLR', 'SlowFastCosineLR')
 
 
 def _walk(obj):
@@ -40,6 +43,8 @@ def techniques(cfg) -> set:
             if name == 'Multi-Scale Training' and not (d.get('ratio_range') or isinstance(d.get('scales'), list)):
                 continue
             found.add(name)
+            if t.rpartition('.')[2] in WARMUP_OPTION and (d.get('warmup_steps') or 0) > 0:
+                found.add('Warmup')
         if (d.get('drop_path_rate') or 0) > 0:
             found.add('Stochastic Depth')
         if (d.get('label_smooth_eps') or 0) > 0:
