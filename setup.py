@@ -13,7 +13,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = osp.dirname(osp.abspath(__file__))
 MIM_FILES = ('configs', 'tools', 'model-index.yml')
-# the package's home page: `mim list` prints it (the Home-page field of the installed METADATA, from `url`)
+# the package's home page: `mim list` prints it (the Home-page field of the installed METADATA, from `url`).
+# No public repository of mmposmlp exists yet: this address is a placeholder to replace on publication.
 HOMEPAGE = 'https://github.com/mmposmlp/mmposmlp'
 PROJECT_URLS = {
     'PosMLP (official)': 'https://github.com/Zhicaiwww/PosMLP',

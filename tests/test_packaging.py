@@ -509,7 +509,8 @@ def test_wheel_carries_configs_tools_and_model_index(wheel_env):
     for needed in ('mmposmlp/.mim/model-index.yml', 'mmposmlp/.mim/configs/posmlp/metafile.yml',
                    'mmposmlp/.mim/configs/posmlp/mask-rcnn_posmlp-t_1x_coco.py', 'mmposmlp/.mim/tools/train.py',
                    'mmposmlp/.mim/tools/test.py', 'mmposmlp/.mim/tools/model_converters/posmlp2mmposmlp.py',
-                   'mmposmlp-config.pth'):
+                   'mmposmlp/.mim/configs/posmlp/paper_tables/metafile.yml',
+                   'mmposmlp/configs/posmlp/posmlp_t_8xb120_in1k.py', 'mmposmlp-config.pth'):
         assert needed in names, needed
     shipped = {osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)}
     assert {f'mmposmlp/.mim/{p}' for p in shipped} <= set(names)
@@ -523,8 +524,17 @@ def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
     the same config also trains under mmpretrain's own tools/train.py (mim train mmpretrain)."""
     out = _run(wheel_env, *MIM, 'search', 'mmposmlp', '--config', 'posmlp-t_8xb120_in1k')
     assert 'posmlp-t_8xb120_in1k' in out
+    out = _run(wheel_env, *MIM, 'search', 'mmposmlp', '--config', 'posmlp-t-sgu_8xb120_in1k-half')  # paper tables
+    assert 'posmlp-t-sgu_8xb120_in1k-half' in out
     out = _run(wheel_env, *MIM, 'list')
-    assert 'mmposmlp' in out
+    assert any(line.split()[:1] == ['mmposmlp'] and _setup_constant('HOMEPAGE') in line for line in out.splitlines())
+    # a pure-Python config inheriting ours through read_base resolves in the installed package
+    with open(osp.join(wheel_env['cwd'], 'my_lazy.py'), 'w') as f:
+        f.write('from mmengine.config import read_base\nwith read_base():\n'
+                '    from mmposmlp.configs.wavemlp.wavemlp_t_8xb128_in1k import *\n')
+    out = _run(wheel_env, '-c', 'from mmengine.config import Config; c = Config.fromfile("my_lazy.py"); '
+               'print(c._cfg_dict.model.backbone.type)')
+    assert "<class 'mmposmlp." in out and 'WaveMLP' in out, out[-2000:]
     _run(wheel_env, *MIM, 'run', 'mmposmlp', 'make_toy_datasets', '--out', 'data/toy', '--which', 'imagenet')
     assert osp.isdir(osp.join(wheel_env['cwd'], 'data', 'toy', 'imagenet', 'train'))
     with open(osp.join(wheel_env['cwd'], 'my_posmlp.py'), 'w') as f:
