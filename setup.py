@@ -13,6 +13,15 @@ from setuptools.command.build_py import build_py
 
 ROOT = osp.dirname(osp.abspath(__file__))
 MIM_FILES = ('configs', 'tools', 'model-index.yml')
+# the package's home page: `mim list` prints it (the Home-page field of the installed METADATA, from `url`).
+# No public repository of mmposmlp exists yet: this address is a placeholder to replace on publication.
+HOMEPAGE = 'https://github.com/mmposmlp/mmposmlp'
+PROJECT_URLS = {
+    'PosMLP (official)': 'https://github.com/Zhicaiwww/PosMLP',
+    'PosMLP-Video (official)': 'https://github.com/zhouds1918/PosMLP_Video',
+    'Wave-MLP (official)': 'https://github.com/huawei-noah/Efficient-AI-Backbones',
+    'CPVT / Twins (official)': 'https://github.com/Meituan-AutoML/Twins',
+}
 CONFIG_PTH = 'mmposmlp-config.pth'
 # one line, run by site.py at interpreter start: loads mmposmlp/utils/import_hooks.py by path (importing
 # neither mmposmlp nor torch) and asks it to add `mmposmlp` to mmengine's config packages on mmengine's import
@@ -68,6 +77,8 @@ setup(
     long_description=open(osp.join(ROOT, 'README.md'), encoding='utf-8').read()
     if osp.exists(osp.join(ROOT, 'README.md')) else '',
     long_description_content_type='text/markdown',
+    url=HOMEPAGE,
+    project_urls=PROJECT_URLS,
     packages=find_packages(include=['mmposmlp', 'mmposmlp.*']),
     cmdclass={'build_py': BuildPyWithMim},
     python_requires='>=3.8',

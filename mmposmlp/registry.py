@@ -48,6 +48,18 @@ DATASETS = PluginRegistry('dataset', parent=MMENGINE_DATASETS, scope=SCOPE, loca
 HOOKS = PluginRegistry('hook', parent=MMENGINE_HOOKS, scope=SCOPE, locations=['mmposmlp.engine'])
 PARAM_SCHEDULERS = PluginRegistry('parameter scheduler', parent=MMENGINE_PARAM_SCHEDULERS, scope=SCOPE,
                                   locations=['mmposmlp.engine'])
+# the other runner-built kinds hold nothing of ours, but a dict scoped to mmposmlp (inherited through
+# ``mmposmlp::``) is looked up here first: without a child of ours mmengine falls back to its bare root,
+# which lacks the library's types (mmaction2's ``AccMetric`` under mmaction2's own tools/train.py)
+import mmengine.registry as _roots  # noqa: E402
+
+for _attr in ('METRICS', 'EVALUATOR', 'OPTIMIZERS', 'OPTIM_WRAPPERS', 'OPTIM_WRAPPER_CONSTRUCTORS', 'DATA_SAMPLERS',
+              'LOOPS', 'VISUALIZERS', 'VISBACKENDS', 'LOG_PROCESSORS', 'WEIGHT_INITIALIZERS', 'FUNCTIONS',
+              'MODEL_WRAPPERS', 'RUNNERS', 'RUNNER_CONSTRUCTORS', 'TASK_UTILS', 'INFERENCERS'):
+    _root = getattr(_roots, _attr)
+    globals()[_attr] = _root._children.get(SCOPE) or PluginRegistry(_root.name, parent=_root, scope=SCOPE,
+                                                                    locations=['mmposmlp.registry'])
+del _attr, _root
 
 
 def _registered_names(registry_name: str) -> list:

@@ -18,10 +18,11 @@ def test_model_index_metafiles_and_configs():
     metafiles = index['Import']
     families = sorted(d for d in os.listdir(os.path.join(ROOT, 'configs'))
                       if os.path.isdir(os.path.join(ROOT, 'configs', d)) and not d.startswith('_'))
-    assert sorted(os.path.basename(os.path.dirname(m)) for m in metafiles) == families
+    assert sorted({m.split('/')[1] for m in metafiles}) == families
     for meta_path in metafiles:
         family_dir = os.path.dirname(meta_path)
-        assert os.path.isfile(os.path.join(ROOT, family_dir, 'README.md')), family_dir
+        family_readme = os.path.join(ROOT, 'configs', meta_path.split('/')[1], 'README.md')
+        assert os.path.isfile(family_readme), family_readme
         meta = load(meta_path)
         assert meta.get('Collections') and meta.get('Models'), meta_path
         listed = set()

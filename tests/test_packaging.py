@@ -12,6 +12,9 @@ import textwrap
 import pytest
 import yaml
 
+from mmposmlp.analysis.metafile import derived_metadata
+from mmposmlp.analysis.metafile import zoo_rows as _zoo_rows
+
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 ZOO = osp.join(ROOT, 'docs', 'model_zoo.md')
 
@@ -20,15 +23,6 @@ ZOO = osp.join(ROOT, 'docs', 'model_zoo.md')
 # metafiles: complete, and every derived figure equal to what the configs / the complexity tool say
 # ----------------------------------------------------------------------------------------------------------------
 
-# config type -> technique name (OpenMMLab metafile vocabulary)
-TECHNIQUE_BY_TYPE = {
-    'AdamW': 'AdamW', 'SGD': 'SGD', 'Adam': 'Adam',
-    'Mixup': 'Mixup', 'MixupBlending': 'Mixup', 'CutMix': 'CutMix', 'CutmixBlending': 'CutMix',
-    'RandAugment': 'RandAugment', 'AutoAugment': 'AutoAugment', 'RandomErasing': 'Random Erasing',
-    'LabelSmoothLoss': 'Label Smoothing', 'EMAHook': 'EMA',
-    'CosineAnnealingLR': 'Cosine Annealing', 'LinearLR': 'Warmup', 'PolyLR': 'Poly LR', 'MultiStepLR': 'Step LR',
-    'RandomChoiceResize': 'Multi-Scale Training', 'RandomResize': 'Multi-Scale Training',
-}
 RESULT_FIELDS = ('Task', 'Dataset', 'Metrics')
 COLLECTION_FIELDS = ('Training Data', 'Training Techniques', 'Training Resources', 'Architecture')
 MODEL_FIELDS = ('Parameters', 'Training Data', 'Batch Size')
@@ -54,66 +48,9 @@ def metafiles():
     return [osp.join(ROOT, p) for p in load_yaml(osp.join(ROOT, 'model-index.yml'))['Import']]
 
 
-def _walk(obj):
-    if isinstance(obj, dict):
-        yield obj
-        for v in obj.values():
-            yield from _walk(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _walk(v)
-
-
-def techniques(cfg) -> set:
-    """Training techniques a config uses, from the types and options of what training builds."""
-    parts = [cfg.get(k) for k in ('model', 'optim_wrapper', 'param_scheduler', 'custom_hooks', 'train_dataloader')]
-    found = set()
-    for d in _walk(parts):
-        t = d.get('type')
-        if isinstance(t, str) and t.rpartition('.')[2] in TECHNIQUE_BY_TYPE:
-            name = TECHNIQUE_BY_TYPE[t.rpartition('.')[2]]
-            if name == 'Multi-Scale Training' and not (d.get('ratio_range') or isinstance(d.get('scales'), list)):
-                continue
-            found.add(name)
-        if (d.get('drop_path_rate') or 0) > 0:
-            found.add('Stochastic Depth')
-        if (d.get('label_smooth_eps') or 0) > 0:
-            found.add('Label Smoothing')
-        if d.get('clip_grad'):
-            found.add('Gradient Clipping')
-    return found
-
-
-def derived_metadata(cfg_path, cfg) -> dict:
-    """Batch Size (total), GPUs, Epochs or Iterations and Training Techniques as the config sets them."""
-    per_gpu = cfg.train_dataloader.batch_size
-    m = re.search(r'_(\d+)xb(\d+)', osp.basename(cfg_path))
-    if m:
-        gpus = int(m.group(1))
-        assert int(m.group(2)) == per_gpu, f'{cfg_path}: name says {m.group(2)}/GPU, config {per_gpu}'
-        total = gpus * per_gpu
-    else:  # mmdet's names carry no NxbM: the recipe's total batch is auto_scale_lr.base_batch_size
-        total = cfg.auto_scale_lr.base_batch_size
-        gpus = total // per_gpu
-    out = {'Batch Size': total, 'Training Resources': f'{gpus}x GPUs',
-           'Training Techniques': techniques(cfg)}
-    train_cfg = cfg.get('train_cfg') or {}
-    if 'max_epochs' in train_cfg:
-        out['Epochs'] = train_cfg['max_epochs']
-    elif 'max_iters' in train_cfg:
-        out['Iterations'] = train_cfg['max_iters']
-    return out
-
-
 def zoo_rows() -> dict:
     """config stem -> (params M, GFLOPs or None) from docs/model_zoo.md (tools/analysis/complexity.py's output)."""
-    rows = {}
-    with open(ZOO) as f:
-        for line in f:
-            cells = [c.strip() for c in line.strip().strip('|').split('|')]
-            if len(cells) > 3 and re.fullmatch(r'[\d.]+', cells[1] or 'x'):
-                rows[cells[0]] = (float(cells[1]), None if cells[2] == 'n/a' else float(cells[2]))
-    return rows
+    return _zoo_rows(ZOO)
 
 
 def reported_lines(path) -> set:
@@ -130,17 +67,35 @@ def reported_lines(path) -> set:
     return out
 
 
+def shipped_configs() -> list:
+    """Every config under configs/, at any depth, but the bases and the toy variants."""
+    out = []
+    for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True):
+        rel = osp.relpath(p, ROOT)
+        if not {'_base_', 'toy'} & set(rel.split(osp.sep)):
+            out.append(rel)
+    return sorted(out)
+
+
+def test_model_index_imports_every_metafile():
+    on_disk = sorted(osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '**', 'metafile.yml'),
+                                                             recursive=True))
+    imported = sorted(load_yaml(osp.join(ROOT, 'model-index.yml'))['Import'])
+    assert imported == on_disk, f'model-index.yml Import {imported} but the metafiles are {on_disk}'
+
+
 def test_metafiles_list_every_config_and_only_existing_ones():
-    """Every shipped config (toy variants aside) has a model entry; every entry's config exists."""
+    """Every shipped config (any depth, bases and toy variants aside) has a model entry; every entry's config
+    exists."""
     listed = []
     for path in metafiles():
         for model in load_yaml(path)['Models']:
             assert osp.isfile(osp.join(ROOT, model['Config'])), f"{path}: {model['Config']} does not exist"
             listed.append(osp.normpath(model['Config']))
-    shipped = {osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '*', '*.py'))}
-    shipped |= {osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '*', 'ablations', '*.py'))}
+    shipped = set(shipped_configs())
     missing = sorted(shipped - set(listed))
-    assert not missing, f'configs without a metafile entry (add one to configs/<family>/metafile.yml): {missing}'
+    assert not missing, ('configs without a metafile entry (add one to configs/<family>/metafile.yml; for '
+                         f'configs/<family>/paper_tables/, one row to tools/misc/paper_table_metafiles.py): {missing}')
     dup = sorted({c for c in listed if listed.count(c) > 1})
     assert not dup, f'configs listed twice: {dup}'
 
@@ -181,7 +136,10 @@ def test_metafiles_are_complete_and_match_the_complexity_tool():
                     problems.append(f'{rel}: {name} result {r} lacks one of {RESULT_FIELDS}')
             if 'Weights' not in model:
                 problems.append(f'{rel}: {name} lacks Weights (null when none are hosted)')
-            if stem not in zoo:  # a config newer than docs/model_zoo.md: nothing measured to compare with
+            if stem not in zoo:
+                problems.append(f'{rel}: {name} is not in docs/model_zoo.md: run python tools/analysis/complexity.py '
+                                f"--configs {osp.dirname(model['Config'])} --pattern {osp.basename(model['Config'])} "
+                                '--merge')
                 continue
             params_m, gflops = zoo[stem]
             if (name, 'Parameters') not in reported and md.get('Parameters') is not None and \
@@ -220,6 +178,86 @@ def test_metafile_training_metadata_matches_the_configs():
             if techs != want['Training Techniques']:
                 problems.append(f"{rel}: {model['Name']} Training Techniques {sorted(techs)}, config uses "
                                 f"{sorted(want['Training Techniques'])}")
+    assert not problems, '\n'.join(problems)
+
+
+def _paper_table_generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('paper_table_metafiles',
+                                                  osp.join(ROOT, 'tools', 'misc', 'paper_table_metafiles.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_paper_table_metafiles_carry_their_rows_as_reported():
+    """Each paper-table config has one row in the generator and one entry in its family's
+    paper_tables/metafile.yml, whose metrics and Paper Parameters/FLOPs are that row's, marked ``# reported``."""
+    gen = _paper_table_generator()
+    stems = {osp.splitext(osp.basename(c))[0] for c in gen.paper_table_configs()}
+    assert stems and stems == set(gen.ROWS), sorted(stems ^ set(gen.ROWS))
+    seen = set()
+    for path in glob.glob(osp.join(ROOT, 'configs', '*', 'paper_tables', 'metafile.yml')):
+        text = open(path).read()
+        assert text.startswith(gen.HEADER), path
+        for model in load_yaml(path)['Models']:
+            name = model['Name']
+            seen.add(name)
+            source, metrics, paper_params, paper_gflops = gen.ROWS[name]
+            got = {k: v for r in model['Results'] for k, v in (r.get('Metrics') or {}).items()}
+            assert got == metrics, (name, got, metrics)
+            md = model['Metadata']
+            assert md.get('Paper Parameters') == (None if paper_params is None else int(round(paper_params * 1e6)))
+            assert md.get('Paper FLOPs') == (None if paper_gflops is None else int(round(paper_gflops * 1e9)))
+        for key, value in re.findall(r'^\s*(box AP|mask AP|Top 1 Accuracy|Paper Parameters|Paper FLOPs): (.*)$', text,
+                                     re.M):
+            assert '# reported (' in value, (path, key, value)
+    assert seen == stems
+
+
+@pytest.mark.slow
+def test_paper_table_metafiles_are_what_the_generator_writes():
+    """The generated files are up to date with the rows, the configs and docs/model_zoo.md (parses the 62
+    configs: ~40 s)."""
+    stale = _paper_table_generator().write_metafiles(check=True)
+    assert not stale, f'out of date: {stale}; run python tools/misc/paper_table_metafiles.py'
+
+
+ZOO_SAMPLE = ('configs/cpvt/paper_tables/cpvt-ti-posnone_8xb128_in1k.py',
+              'configs/wavemlp/paper_tables/wavemlp-t-dw-w3_8xb128_in1k.py')
+
+
+def _zoo_disagreements(configs, flops=()):
+    from mmengine.config import Config
+
+    from mmposmlp.analysis import complexity as C
+    from mmposmlp.testing import build_model_from_cfg
+    zoo, problems = zoo_rows(), []
+    for rel in configs:
+        stem = osp.splitext(osp.basename(rel))[0]
+        model, scope = build_model_from_cfg(Config.fromfile(osp.join(ROOT, rel)))
+        params_m = C.count_params(model) / 1e6
+        if abs(params_m - zoo[stem][0]) > 0.0051:
+            problems.append(f'{stem}: the model has {params_m:.4f}M parameters, docs/model_zoo.md says {zoo[stem][0]}M')
+        if rel in flops and zoo[stem][1] is not None:
+            gflops = C.count_flops(model, C.input_shape_for(rel, scope), scope)[0] / 1e9
+            if abs(gflops - zoo[stem][1]) > 0.0051:
+                problems.append(f'{stem}: the model has {gflops:.4f} GFLOPs, docs/model_zoo.md says {zoo[stem][1]}')
+    return problems
+
+
+def test_model_zoo_figures_are_the_models():
+    """docs/model_zoo.md (which the metafiles are checked against) holds what the models count: params and
+    two small paper-table models of two families recounted, and the FLOPs of the smaller (the slow test
+    below recounts every config's params)."""
+    problems = _zoo_disagreements(ZOO_SAMPLE, flops=ZOO_SAMPLE[:1])
+    assert not problems, '\n'.join(problems)
+
+
+@pytest.mark.slow
+def test_model_zoo_params_are_every_models():
+    """Params of every shipped config recounted against docs/model_zoo.md (builds ~180 models: minutes)."""
+    problems = _zoo_disagreements(shipped_configs())
     assert not problems, '\n'.join(problems)
 
 
@@ -471,7 +509,8 @@ def test_wheel_carries_configs_tools_and_model_index(wheel_env):
     for needed in ('mmposmlp/.mim/model-index.yml', 'mmposmlp/.mim/configs/posmlp/metafile.yml',
                    'mmposmlp/.mim/configs/posmlp/mask-rcnn_posmlp-t_1x_coco.py', 'mmposmlp/.mim/tools/train.py',
                    'mmposmlp/.mim/tools/test.py', 'mmposmlp/.mim/tools/model_converters/posmlp2mmposmlp.py',
-                   'mmposmlp-config.pth'):
+                   'mmposmlp/.mim/configs/posmlp/paper_tables/metafile.yml',
+                   'mmposmlp/configs/posmlp/posmlp_t_8xb120_in1k.py', 'mmposmlp-config.pth'):
         assert needed in names, needed
     shipped = {osp.relpath(p, ROOT) for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)}
     assert {f'mmposmlp/.mim/{p}' for p in shipped} <= set(names)
@@ -485,8 +524,17 @@ def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
     the same config also trains under mmpretrain's own tools/train.py (mim train mmpretrain)."""
     out = _run(wheel_env, *MIM, 'search', 'mmposmlp', '--config', 'posmlp-t_8xb120_in1k')
     assert 'posmlp-t_8xb120_in1k' in out
+    out = _run(wheel_env, *MIM, 'search', 'mmposmlp', '--config', 'posmlp-t-sgu_8xb120_in1k-half')  # paper tables
+    assert 'posmlp-t-sgu_8xb120_in1k-half' in out
     out = _run(wheel_env, *MIM, 'list')
-    assert 'mmposmlp' in out
+    assert any(line.split()[:1] == ['mmposmlp'] and _setup_constant('HOMEPAGE') in line for line in out.splitlines())
+    # a pure-Python config inheriting ours through read_base resolves in the installed package
+    with open(osp.join(wheel_env['cwd'], 'my_lazy.py'), 'w') as f:
+        f.write('from mmengine.config import read_base\nwith read_base():\n'
+                '    from mmposmlp.configs.wavemlp.wavemlp_t_8xb128_in1k import *\n')
+    out = _run(wheel_env, '-c', 'from mmengine.config import Config; c = Config.fromfile("my_lazy.py"); '
+               'print(c._cfg_dict.model.backbone.type)')
+    assert "<class 'mmposmlp." in out and 'WaveMLP' in out, out[-2000:]
     _run(wheel_env, *MIM, 'run', 'mmposmlp', 'make_toy_datasets', '--out', 'data/toy', '--which', 'imagenet')
     assert osp.isdir(osp.join(wheel_env['cwd'], 'data', 'toy', 'imagenet', 'train'))
     with open(osp.join(wheel_env['cwd'], 'my_posmlp.py'), 'w') as f:
@@ -509,6 +557,198 @@ def test_mim_search_train_test_run_from_outside_the_repository(wheel_env):
     converted = torch.load(osp.join(wheel_env['cwd'], 'converted.pth'), map_location='cpu', weights_only=True)
     converted = converted.get('state_dict', converted)
     assert converted and all(k.startswith(('backbone.', 'head.fc.')) for k in converted), sorted(converted)[:5]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# installed as `make install` installs it (site-packages/mmposmlp links the clone, METADATA from setup.py, the
+# config .pth): what each library's own tools and `mim list` see
+# ----------------------------------------------------------------------------------------------------------------
+
+def _setup_constant(name):
+    import ast
+    tree = ast.parse(open(osp.join(ROOT, 'setup.py')).read())
+    return next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], 'id', None) == name)
+
+
+@pytest.fixture(scope='module')
+def linked_env(tmp_path_factory):
+    """A venv whose site-packages holds ``mmposmlp`` (a link to this clone), the METADATA ``setup.py dist_info``
+    writes and ``mmposmlp-config.pth``; the project venv's site-packages follows as a plain path (its own
+    mmposmlp install and .pth files are not used)."""
+    tmp = tmp_path_factory.mktemp('linked')
+    py, own = _scratch_env(tmp, sysconfig.get_paths()['purelib'])
+    os.symlink(osp.join(ROOT, 'mmposmlp'), osp.join(own, 'mmposmlp'))
+    subprocess.run([sys.executable, 'setup.py', '-q', 'dist_info', '--output-dir', own], cwd=ROOT, check=True,
+                   capture_output=True)
+    with open(osp.join(own, _setup_constant('CONFIG_PTH')), 'w') as f:
+        f.write(_pth_line())
+    work = tmp / 'user'  # outside the repository
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONSTARTUP')}
+    env.update(OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    return dict(py=str(py), site=own, cwd=str(work), env=env)
+
+
+def test_mim_list_shows_mmposmlp_with_its_homepage(linked_env):
+    """``mim list`` lists installed packages that carry ``.mim/model-index.yml``, with the METADATA Home-page
+    (``url`` in setup.py)."""
+    homepage = _setup_constant('HOMEPAGE')
+    assert homepage.startswith('https://')
+    out = _run(linked_env, *MIM, 'list')
+    row = next((line.split() for line in out.splitlines() if line.startswith('mmposmlp ')), None)
+    assert row is not None, out
+    from mmposmlp.version import __version__
+    assert row == ['mmposmlp', __version__, homepage], row
+
+
+# a user's own config, outside the repository, for one library's own tools/train.py: two images, one epoch
+# (or two iterations), a checkpoint at the end, no validation
+OWN_TRAIN = {
+    'mmpretrain': ('posmlp/toy/posmlp-t_toy-in1k.py',
+                   f"model = dict(backbone=dict(arch=dict(_delete_=True, **{SMALL_POSMLP}), drop_path_rate=0.0), "
+                   "head=dict(in_channels=128))\n"
+                   "train_dataloader = dict(batch_size=2, dataset=dict(indices=4))\n"
+                   "train_cfg = dict(max_epochs=1, val_interval=10)\n", 'epoch_1.pth'),
+    'mmdet': ('posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py',
+              f"model = dict(backbone=dict(arch=dict(_delete_=True, **{SMALL_POSMLP}), drop_path_rate=0.0), "
+              "neck=dict(in_channels=[16, 32, 64, 128]))\n"
+              "train_dataloader = dict(batch_size=1, dataset=dict(indices=2))\n"
+              "train_cfg = dict(max_epochs=1, val_interval=10)\n"
+              "default_hooks = dict(checkpoint=dict(interval=1))\n", 'epoch_1.pth'),
+    'mmseg': ('posmlp/toy/fpn_posmlp-t_toy-ade20k.py',
+              "train_dataloader = dict(batch_size=1, dataset=dict(indices=2))\n"
+              "train_cfg = dict(max_iters=2, val_interval=10)\n"
+              "default_hooks = dict(checkpoint=dict(interval=2))\n", 'iter_2.pth'),
+    'mmaction': ('posmlp_video/toy/posmlp-video-s_toy-k400.py',
+                 "train_dataloader = dict(batch_size=2, dataset=dict(indices=2))\n"
+                 "train_cfg = dict(max_epochs=1, val_interval=10)\n"
+                 "default_hooks = dict(checkpoint=dict(interval=1))\n", 'epoch_1.pth'),
+}
+
+
+@pytest.mark.parametrize('library', [
+    'mmpretrain',
+    pytest.param('mmdet', marks=pytest.mark.slow),
+    pytest.param('mmseg', marks=pytest.mark.slow),
+    pytest.param('mmaction', marks=pytest.mark.slow),
+])
+def test_each_librarys_own_train_py_trains_a_user_config_inheriting_mmposmlp(library, linked_env, toy_data):
+    """``python <library>/.mim/tools/train.py my_config.py`` (what ``mim train <library>`` runs) on a config in
+    the user's folder whose ``_base_`` is ``mmposmlp::...``: it trains on toy data and writes a checkpoint
+    holding our backbone's weights."""
+    import importlib
+    tool = osp.join(osp.dirname(importlib.import_module(library).__file__), '.mim', 'tools', 'train.py')
+    base, extra, ckpt_name = OWN_TRAIN[library]
+    cwd = osp.join(linked_env['cwd'], library)
+    os.makedirs(osp.join(cwd, 'data'), exist_ok=True)
+    if not osp.exists(osp.join(cwd, 'data', 'toy')):
+        os.symlink(toy_data, osp.join(cwd, 'data', 'toy'))
+    with open(osp.join(cwd, 'my_config.py'), 'w') as f:
+        f.write(f"_base_ = 'mmposmlp::{base}'\n{extra}")
+    res = subprocess.run([linked_env['py'], tool, 'my_config.py', '--work-dir', 'w'], cwd=cwd,
+                         env=linked_env['env'], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, f'{library} train.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
+    ckpt = osp.join(cwd, 'w', ckpt_name)
+    assert osp.isfile(ckpt), sorted(os.listdir(osp.join(cwd, 'w')))
+    from mmposmlp.utils.safe_load import load_checkpoint, trusted_checkpoints
+    with trusted_checkpoints([ckpt]):  # the library's own trainer writes stock mmengine files; this one we made
+        state = load_checkpoint(ckpt)['state_dict']
+    assert any(k.startswith('backbone.') for k in state), sorted(state)[:5]
+    assert "'mmposmlp.PosMLP" in open(osp.join(cwd, 'w', 'my_config.py')).read()  # the config it ran
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# mmengine's pure-Python configs: mmposmlp/configs/ (generated from the text configs)
+# ----------------------------------------------------------------------------------------------------------------
+
+def _pure_python_generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('make_pure_python_configs',
+                                                  osp.join(ROOT, 'tools', 'misc', 'make_pure_python_configs.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _own_type_names(obj):
+    """A config dict with our types written one way: ``'mmposmlp.X'`` (text configs) and the class ``X``
+    (pure-Python configs, or its ``'mmposmlp.<module>.X'`` name once dumped) both become ``'mmposmlp.X'``."""
+    if isinstance(obj, dict):
+        return {k: _own_type_names(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_own_type_names(v) for v in obj]
+    if isinstance(obj, type):
+        return f'mmposmlp.{obj.__name__}' if obj.__module__.startswith('mmposmlp.') else obj
+    if isinstance(obj, str) and obj.startswith('mmposmlp.'):
+        return 'mmposmlp.' + obj.rpartition('.')[2]
+    return obj
+
+
+@pytest.mark.slow
+def test_pure_python_configs_are_the_text_configs():
+    """Each ``mmposmlp/configs/<family>/<name>.py`` (one per family and task) is a pure-Python config that
+    mmengine parses in lazy-import mode, our types imported as classes, and holds what its text config holds
+    (parses 16 configs: ~25 s on a loaded 2-core machine)."""
+    from mmengine.config import Config
+    gen = _pure_python_generator()
+    families = {d for d in os.listdir(osp.join(ROOT, 'configs')) if not d.startswith('_')}
+    assert {m.split('/')[0] for m in gen.CONFIGS} == families
+    tasks = {Config.fromfile(osp.join(ROOT, src)).default_scope for src in gen.CONFIGS.values()}
+    assert tasks == {'mmpretrain', 'mmdet', 'mmseg', 'mmaction'}
+    for mod, src in gen.CONFIGS.items():
+        path = osp.join(ROOT, 'mmposmlp', 'configs', mod + '.py')
+        assert Config._is_lazy_import(path), path
+        lazy = Config.fromfile(path)
+        assert isinstance(lazy._cfg_dict.model.backbone.type, type), (mod, lazy._cfg_dict.model.backbone.type)
+        got, want = _own_type_names(lazy.to_dict()), _own_type_names(Config.fromfile(osp.join(ROOT, src)).to_dict())
+        assert got == want, (f'{mod} differs from {src}: run python tools/misc/make_pure_python_configs.py',
+                             sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k)))
+
+
+PURE_PYTHON_USER_CFG = """
+from mmengine.config import read_base
+
+with read_base():
+    from mmposmlp.configs.posmlp.posmlp_t_8xb120_in1k import *
+
+model.backbone.update(arch=ARCH, drop_path_rate=0.0)
+model.head.update(in_channels=128)
+toy_train = [dict(type='LoadImageFromFile'), dict(type='RandomResizedCrop', scale=64), dict(type='PackInputs')]
+toy_test = [dict(type='LoadImageFromFile'), dict(type='CenterCrop', crop_size=64), dict(type='PackInputs')]
+train_dataloader.update(batch_size=2, num_workers=0, persistent_workers=False)
+train_dataloader.dataset.update(data_root='data/toy/imagenet', pipeline=toy_train, indices=2)
+val_dataloader.update(batch_size=2, num_workers=0, persistent_workers=False)
+val_dataloader.dataset.update(data_root='data/toy/imagenet', pipeline=toy_test, indices=2)
+test_dataloader = val_dataloader
+train_cfg.update(max_epochs=1, val_interval=1)
+custom_hooks = []
+""".replace('ARCH', SMALL_POSMLP)
+
+
+def test_user_pure_python_config_inherits_ours_with_read_base_and_trains(linked_env, toy_data):
+    """A pure-Python config in the user's folder inherits ``mmposmlp.configs.posmlp.posmlp_t_8xb120_in1k`` with
+    ``read_base`` (mmengine finds the file under the installed package), and mmpretrain's own tools/train.py
+    builds our PosMLP from it and trains one iteration on toy data."""
+    import importlib
+    tool = osp.join(osp.dirname(importlib.import_module('mmpretrain').__file__), '.mim', 'tools', 'train.py')
+    cwd = osp.join(linked_env['cwd'], 'pure_python')
+    os.makedirs(osp.join(cwd, 'data'), exist_ok=True)
+    if not osp.exists(osp.join(cwd, 'data', 'toy')):
+        os.symlink(toy_data, osp.join(cwd, 'data', 'toy'))
+    with open(osp.join(cwd, 'my_pure_config.py'), 'w') as f:
+        f.write(PURE_PYTHON_USER_CFG)
+    res = subprocess.run([linked_env['py'], tool, 'my_pure_config.py', '--work-dir', 'w'], cwd=cwd,
+                         env=linked_env['env'], capture_output=True, text=True, timeout=900)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, f'train.py failed:\n{res.stdout[-3000:]}\n{res.stderr[-5000:]}'
+    assert re.search(r'Epoch\(train\) \[1\]\[1/1\].*loss: [\d.]+', out), out[-3000:]
+    ckpt = osp.join(cwd, 'w', 'epoch_1.pth')
+    from mmposmlp.utils.safe_load import load_checkpoint, trusted_checkpoints
+    with trusted_checkpoints([ckpt]):
+        state = load_checkpoint(ckpt)['state_dict']
+    assert state['backbone.stages.3.blocks.0.fc1.weight'].shape[1] == 128  # the user's PosMLP, trained
+    assert 'PosMLP' in open(osp.join(cwd, 'w', 'my_pure_config.py')).read()
 
 
 def _step_function():

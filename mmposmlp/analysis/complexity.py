@@ -18,9 +18,10 @@ Counter and conventions
   1x3x16x224x224 (24 frames for ``24x4x1`` configs): backbone + head.
 * Parameters: every parameter of the whole model built from the config (detectors and
   segmentors included), with the config's number of classes.
-* Reported numbers come from :data:`REPORTED` (transcribed from the papers' tables, labelled
-  "reported") or from a family's ``configs/<family>/metafile.yml`` entry whose ``Parameters`` /
-  ``FLOPs`` line is commented ``# reported``.
+* Reported numbers come from the metafile next to the config (``configs/<family>/metafile.yml``,
+  ``configs/<family>/paper_tables/metafile.yml``): an entry's ``Paper Parameters`` / ``Paper FLOPs``
+  (or a ``Parameters`` / ``FLOPs`` line commented ``# reported``), else :data:`REPORTED` (transcribed
+  from the papers' tables, labelled "reported").
 """
 import fnmatch
 import glob
@@ -223,14 +224,22 @@ def count_params(model: nn.Module) -> int:
 
 
 def reported_for(cfg_path: str) -> Optional[dict]:
-    """The papers' numbers for a config: :data:`REPORTED` first, then a family metafile entry whose
-    ``Parameters``/``FLOPs`` line carries a ``# reported`` comment (OpenMMLab metafiles otherwise hold
-    the implementation's own measured values, which are not the papers')."""
+    """The papers' numbers for a config: its entry in the metafile next to it (``Paper Parameters`` /
+    ``Paper FLOPs``, or a ``Parameters``/``FLOPs`` line commented ``# reported``; OpenMMLab metafiles
+    otherwise hold the implementation's own measured values, which are not the papers'), else the first
+    :data:`REPORTED` glob matching its name."""
     name = osp.splitext(osp.basename(cfg_path))[0]
+    from_meta = _reported_in_metafile(cfg_path, name)
+    if from_meta:
+        return from_meta
     for pattern, entry in REPORTED.items():
         if fnmatch.fnmatch(name, pattern):
             p, fl, src = entry[:3]
             return dict(params_m=p, gflops=fl, source=src, input=entry[3] if len(entry) > 3 else None)
+    return None
+
+
+def _reported_in_metafile(cfg_path: str, name: str) -> Optional[dict]:
     meta = osp.join(osp.dirname(cfg_path), 'metafile.yml')
     if not osp.isfile(meta):
         return None
@@ -243,14 +252,19 @@ def reported_for(cfg_path: str) -> Optional[dict]:
     for b in blocks[1:]:
         if b.split('\n', 1)[0].strip() != name:
             continue
-        vals = {}
+        vals, sources = {}, []
         for field in ('Parameters', 'FLOPs'):
-            m = re.search(rf'^\s*{field}:\s*([^#\n]+)#[^\n]*reported', b, re.M)
+            m = (re.search(rf'^\s*Paper {field}:\s*([^#\n]+)(?:#([^\n]*))?$', b, re.M)
+                 or re.search(rf'^\s*{field}:\s*([^#\n]+)#([^\n]*reported[^\n]*)$', b, re.M))
             if m:
                 vals[field] = _as_number(m.group(1))
+                comment = (m.group(2) or '').strip()
+                if comment and comment not in sources:
+                    sources.append(comment)
         if vals:
+            source = '; '.join(sources) if sources else 'reported'
             return dict(params_m=_to_unit(vals.get('Parameters'), 1e6), gflops=_to_unit(vals.get('FLOPs'), 1e9),
-                        source=f'{osp.relpath(meta)} (reported)')
+                        source=f'{source} ({osp.relpath(meta)})')
     return None
 
 
@@ -364,6 +378,31 @@ def _flops_delta(row, rep):
     return _delta(row.get('gflops'), rep.get('gflops'))
 
 
+def config_folder(cfg_path: str) -> str:
+    """``configs/posmlp/paper_tables/x.py`` -> ``posmlp/paper_tables`` (the model-zoo section)."""
+    parts = osp.normpath(cfg_path).split(osp.sep)[:-1]
+    if 'configs' in parts:
+        return '/'.join(parts[len(parts) - parts[::-1].index('configs'):])
+    return parts[-1] if parts else ''
+
+
+def rows_from_markdown(text: str, configs: list) -> list:
+    """The rows of an earlier :func:`markdown_table` (measured columns only: params, GFLOPs, input, counted,
+    note), matched to ``configs`` by file name; rows of configs no longer there are dropped. The papers'
+    columns are not read back: :func:`reported_for` gives them again."""
+    by_stem = {osp.splitext(osp.basename(c))[0]: c for c in configs}
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) < 11 or cells[0] not in by_stem or not re.fullmatch(r'[\d.]+|n/a', cells[1]):
+            continue
+        num = (lambda v: None if v == 'n/a' else float(v))
+        rows.append(dict(config=by_stem[cells[0]], params_m=num(cells[1]), gflops=num(cells[2]),
+                         input=None if cells[3] == 'n/a' else cells[3],
+                         counted=None if cells[4] == 'n/a' else cells[4], note=cells[-1]))
+    return rows
+
+
 def markdown_table(rows, header_note: str = '') -> str:
     """Model-zoo markdown: one table per family."""
     out = ['# Model zoo: parameters and FLOPs', '',
@@ -381,8 +420,8 @@ def markdown_table(rows, header_note: str = '') -> str:
            'Params: whole model as built from the config. "Paper" columns are the papers\' tables '
            '(**reported**, not measured here); "d" is ours relative to the paper.', '']
     fam = {}
-    for r in rows:
-        fam.setdefault(r['config'].split(osp.sep)[-2] if osp.sep in r['config'] else '', []).append(r)
+    for r in sorted(rows, key=lambda r: (osp.dirname(r['config']), osp.basename(r['config']))):
+        fam.setdefault(config_folder(r['config']), []).append(r)
     for f, rs in fam.items():
         out += [f'## {f}', '',
                 '| config | params (M) | GFLOPs | input | counted | paper params (M) | d params | '

@@ -14,6 +14,8 @@ Usage::
     python tools/analysis/complexity.py                       # all configs -> docs/model_zoo.md
     python tools/analysis/complexity.py --pattern 'posmlp-t*' --out -     # print only
     python tools/analysis/complexity.py --no-flops            # parameters only (fast)
+    # count only new configs, keep every other row of docs/model_zoo.md as it is
+    python tools/analysis/complexity.py --configs configs/posmlp/paper_tables --merge
 """
 import argparse
 import json
@@ -40,6 +42,8 @@ def main(argv=None):
                    'every config), count only the missing configs')
     p.add_argument('--out', default='docs/model_zoo.md', help="markdown file, '-' for stdout")
     p.add_argument('--json', help='also write the rows (with skipped-op lists) here')
+    p.add_argument('--merge', action='store_true', help='keep the rows already in --out for the configs '
+                   'under configs/ that this run does not count (count new configs only)')
     args = p.parse_args(argv)
     warnings.filterwarnings('ignore')
     files = [f for f in C.find_configs(args.configs, args.pattern)
@@ -65,6 +69,17 @@ def main(argv=None):
         if args.json:  # after every config: a crash (e.g. out of memory) loses nothing
             with open(args.json, 'w') as fh:
                 json.dump(rows, fh, indent=1, default=str)
+    if args.merge:
+        if args.out == '-' or not osp.isfile(args.out):
+            sys.exit(f'--merge needs an existing --out markdown file, got {args.out!r}')
+        everything = [f for f in C.find_configs('configs') if args.include_toy or 'toy' not in f.split(osp.sep)]
+        counted = {osp.normpath(r['config']) for r in rows}
+        with open(args.out) as fh:
+            kept = [r for r in C.rows_from_markdown(fh.read(), everything) if osp.normpath(r['config']) not in counted]
+        for r in kept:
+            r['reported'] = C.reported_for(r['config'])
+        rows = kept + rows
+        note = f'{len(rows)} configs under `configs/`' + (' (toy configs excluded)' if not args.include_toy else '')
     md = C.markdown_table(rows, header_note=note)
     if args.out == '-':
         print(md)

@@ -1,0 +1,265 @@
+"""Write ``configs/<family>/paper_tables/metafile.yml`` for the paper-table configs: one data row per config
+(:data:`ROWS`: the paper's table and row, its reported metrics, params and FLOPs), everything else derived.
+
+Derived: ``Batch Size``, ``Epochs``/``Iterations``, ``Training Resources`` and ``Training Techniques`` from
+the config (:mod:`mmposmlp.analysis.metafile`, the rules the metafile tests check), ``Parameters`` and
+``FLOPs`` from ``docs/model_zoo.md`` (``tools/analysis/complexity.py``), the collection (paper, code,
+architecture) from the family's own ``configs/<family>/metafile.yml``. The papers' figures are written as
+``# reported`` (metrics) and ``Paper Parameters`` / ``Paper FLOPs``.
+
+A new paper-table config ``configs/<family>/paper_tables/<name>.py``:
+
+    python tools/analysis/complexity.py --configs configs/<family>/paper_tables --pattern '<name>.py' --merge
+    # add one row to ROWS below, then
+    python tools/misc/paper_table_metafiles.py
+"""
+import argparse
+import glob
+import os.path as osp
+import sys
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+_P, _C, _W, _V = 'PosMLP paper', 'CPVT paper', 'Wave-MLP paper', 'PosMLP-Video paper'
+_HALF = ' (trained on half of ImageNet-1k, the paper\'s ImageNet1K^0.5)'
+_T2 = ' (direct evaluation at {} of the 224x224 model, no fine-tuning)'
+
+
+def top1(v):
+    return {'Top 1 Accuracy': v}
+
+
+def ap(box, mask):
+    return {'box AP': box, 'mask AP': mask}
+
+
+# config name -> (paper table / row, reported metrics ({} where the paper gives none legibly),
+#                 paper params (M) or None, paper GFLOPs or None)
+ROWS = {
+    # PosMLP (Wang et al., ACM MM 2022)
+    'posmlp-t_8xb120_in1k-384px': (f'{_P} Table 2, PosMLP-T at 384x384', top1(83.0), 21, 17.7),
+    'posmlp-t_8xb120_in1k-half': (f'{_P} Tables 1, 3-7, default PosMLP-T{_HALF}', top1(77.40), 20.9, 5.21),
+    'posmlp-t-sgu_8xb120_in1k-half': (f'{_P} Table 1, SGU (= Table 3 gMLP+ConvLHS){_HALF}', top1(76.33), 21.8, 5.10),
+    'posmlp-t-lrpe-m_8xb120_in1k-half': (f'{_P} Table 1, PoSGU LRPE-M{_HALF}', top1(76.95), None, None),
+    'posmlp-t-lrpe_8xb120_in1k-half': (f'{_P} Table 1, PoSGU LRPE{_HALF}', top1(76.93), None, None),
+    'posmlp-t-glrpe_8xb120_in1k-half': (f'{_P} Table 1, PoSGU GLRPE{_HALF}', top1(77.41), None, None),
+    'posmlp-t-g1-1-1-1_8xb120_in1k-half': (f'{_P} Table 4, s = (1, 1, 1, 1){_HALF}', top1(76.70), None, None),
+    'posmlp-t-g4-4-4-4_8xb120_in1k-half': (f'{_P} Table 4, s = (4, 4, 4, 4){_HALF}', top1(76.87), None, None),
+    'posmlp-t-g4-8-16-32_8xb120_in1k-half': (f'{_P} Table 4, s = (4, 8, 16, 32){_HALF}', top1(77.10), None, None),
+    'posmlp-t-g32-32-32-32_8xb120_in1k-half': (f'{_P} Table 4, s = (32, 32, 32, 32){_HALF}', top1(77.02),
+                                               None, None),
+    'posmlp-t-w28_8xb120_in1k-half': (f'{_P} Table 5, window 28x28 in stage 1{_HALF}', top1(77.81), 20.8, 5.95),
+    'posmlp-t-w7_8xb120_in1k-half': (f'{_P} Table 5, window 7x7 in stage 1{_HALF}', top1(76.98), 20.8, 5.01),
+    'posmlp-t-sigma-alpha-i_8xb120_in1k-half': (f'{_P} Table 6, Sigma = alpha I{_HALF}', top1(76.49), None, None),
+    'posmlp-t-sigma-gamma_8xb120_in1k-half': (f'{_P} Table 6, Sigma = Gamma{_HALF}', top1(77.61), None, None),
+    'posmlp-t-frozen-delta_8xb120_in1k-half': (f'{_P} Table 6, Gamma Gamma^T with Delta frozen{_HALF}',
+                                               top1(77.20), None, None),
+    'posmlp-t-no-bias_8xb120_in1k-half': (f'{_P} Table 7, no b, no APE{_HALF}', top1(76.8), None, None),
+    'posmlp-t-no-bias-ape_8xb120_in1k-half': (f'{_P} Table 7, no b, APE{_HALF}', top1(77.3), None, None),
+    'posmlp-t-ape_8xb120_in1k-half': (f'{_P} Table 7, b and APE{_HALF}', top1(77.3), None, None),
+    'mask-rcnn_posmlp-t-no-bias_1x_coco': (f'{_P} Table 9, no b, no APE', ap(41.6, 38.3), None, None),
+    'mask-rcnn_posmlp-t-no-bias-ape_1x_coco': (f'{_P} Table 9, no b, APE', ap(41.6, 38.4), None, None),
+    'mask-rcnn_posmlp-t-ape_1x_coco': (f'{_P} Table 9, b and APE', ap(41.7, 38.4), None, None),
+    # CPVT (Chu et al., ICLR 2023)
+    'cpvt-ti-peg0-1_8xb128_in1k': (f'{_C} Table 12, 0-1 tiny (= Table 6 position 0, Table 14 dw 3x3)', top1(72.4),
+                                   5.7, None),
+    'cpvt-ti-peg0-11_8xb128_in1k': (f'{_C} Table 12, 0-11 tiny', top1(73.4), 6.1, None),
+    'cpvt-s-peg0-1_8xb128_in1k': (f'{_C} Table 12, 0-1 small', top1(79.9), 22.0, None),
+    'cpvt-s-peg0-11_8xb128_in1k': (f'{_C} Table 12, 0-11 small', top1(80.6), 23.8, None),
+    'cpvt-ti-posnone_8xb128_in1k': (f'{_C} Table 6, no PEG (no position encoding)', top1(68.2), None, None),
+    'cpvt-ti-posm1_8xb128_in1k': (f'{_C} Table 6, position -1', top1(70.6), 5.7, None),
+    'cpvt-ti-pos3_8xb128_in1k': (f'{_C} Table 6, position 3', top1(72.3), None, None),
+    'cpvt-ti-pos6_8xb128_in1k': (f'{_C} Table 6, position 6', top1(71.7), None, None),
+    'cpvt-ti-pos10_8xb128_in1k': (f'{_C} Table 6, position 10', top1(69.0), None, None),
+    'cpvt-ti-posm1-k27_8xb128_in1k': (f'{_C} Table 6, position -1 with a 27x27 PEG', top1(72.5), 5.8, None),
+    'cpvt-ti-peg0-1-k7_8xb128_in1k': (f'{_C} Table 14, depthwise 7x7', top1(72.5), None, None),
+    'cpvt-ti-peg0-1-dw3-bn-relu-x4_8xb128_in1k': (f'{_C} Table 14, 4 x (depthwise 3x3 + BN + ReLU)', top1(72.4),
+                                                  None, None),
+    'cpvt-ti-peg0-1-dense3_8xb128_in1k': (f'{_C} Table 14, dense 3x3', top1(72.3), None, None),
+    'cpvt-ti-peg0-1-dense3-bn-relu-x4_8xb128_in1k': (f'{_C} Table 14, 4 x (dense 3x3 + BN + ReLU)', top1(72.5),
+                                                     None, None),
+    'cpvt-ti-peg0-1_8xb128_in1k-160px': (f'{_C} Table 2, CPVT-Ti (PEG 0-1){_T2.format("160x160")}', top1(66.8),
+                                         6, None),
+    'cpvt-ti-peg0-1_8xb128_in1k-384px': (f'{_C} Table 2, CPVT-Ti (PEG 0-1){_T2.format("384x384")}', top1(73.2),
+                                         6, None),
+    'cpvt-ti-peg0-1_8xb128_in1k-448px': (f'{_C} Table 2, CPVT-Ti (PEG 0-1){_T2.format("448x448")}', top1(71.8),
+                                         6, None),
+    'cpvt-ti-peg0-1_8xb128_in1k-512px': (f'{_C} Table 2, CPVT-Ti (PEG 0-1){_T2.format("512x512")}', top1(70.3),
+                                         6, None),
+    'cpvt-ti_8xb128_in1k-160px': (f'{_C} Table 2, CPVT-Ti (PEG 0-5){_T2.format("160x160")}', top1(67.7), 6, None),
+    'cpvt-ti_8xb128_in1k-384px': (f'{_C} Table 2, CPVT-Ti (PEG 0-5){_T2.format("384x384")}', top1(74.2), 6, None),
+    'cpvt-ti_8xb128_in1k-448px': (f'{_C} Table 2, CPVT-Ti (PEG 0-5){_T2.format("448x448")}', top1(72.6), 6, None),
+    'cpvt-ti_8xb128_in1k-512px': (f'{_C} Table 2, CPVT-Ti (PEG 0-5){_T2.format("512x512")}', top1(70.8), 6, None),
+    'cpvt-s-peg0-1_8xb128_in1k-160px': (f'{_C} Table 2, CPVT-S (PEG 0-1){_T2.format("160x160")}', top1(76.1),
+                                        22, None),
+    'cpvt-s-peg0-1_8xb128_in1k-384px': (f'{_C} Table 2, CPVT-S (PEG 0-1){_T2.format("384x384")}', top1(80.4),
+                                        22, None),
+    'cpvt-s-peg0-1_8xb128_in1k-448px': (f'{_C} Table 2, CPVT-S (PEG 0-1){_T2.format("448x448")}', top1(78.6),
+                                        22, None),
+    'cpvt-s-peg0-1_8xb128_in1k-512px': (f'{_C} Table 2, CPVT-S (PEG 0-1){_T2.format("512x512")}', top1(76.8),
+                                        22, None),
+    'cpvt-b_8xb128_in1k-160px': (f'{_C} Table 2, CPVT-B{_T2.format("160x160")}', top1(80.5), 86, None),
+    'cpvt-b_8xb128_in1k-384px': (f'{_C} Table 2, CPVT-B{_T2.format("384x384")}', top1(82.3), 86, None),
+    'cpvt-b_8xb128_in1k-448px': (f'{_C} Table 2, CPVT-B{_T2.format("448x448")}', top1(82.4), 86, None),
+    'cpvt-b_8xb128_in1k-512px': (f'{_C} Table 2, CPVT-B{_T2.format("512x512")}', top1(81.0), 86, None),
+    # Wave-MLP (Tang et al., CVPR 2022)
+    'wavemlp-t-dw-phase-none_8xb128_in1k': (f'{_W} Table 5, no phase (= Table 6 baseline), Wave-MLP-T*',
+                                            top1(78.8), 15, 2.1),
+    'wavemlp-t-dw-phase-static_8xb128_in1k': (f'{_W} Table 5, static phase, Wave-MLP-T*', top1(79.3), 15, 2.1),
+    'wavemlp-t-dw-phase-identity_8xb128_in1k': (f'{_W} Table 6, identity phase, Wave-MLP-T*', top1(79.3), 15, 2.1),
+    'wavemlp-t-dw-w3_8xb128_in1k': (f'{_W} Table 7, window 3, Wave-MLP-T*', top1(79.7), 15, 2.1),
+    'wavemlp-t-dw-w5_8xb128_in1k': (f'{_W} Table 7, window 5, Wave-MLP-T*', top1(79.8), 15, 2.1),
+    # Table 9's params/FLOPs (25.3M / 196.3G ...) are the paper's and cannot hold a Mask R-CNN (family README)
+    'mask-rcnn_wavemlp-t_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-T', ap(44.1, 40.1),
+                                           25.3, 196.3),
+    'mask-rcnn_wavemlp-s_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-S', ap(45.5, 41.0),
+                                           37.1, 231.3),
+    'mask-rcnn_wavemlp-m_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-M', ap(46.3, 41.5),
+                                           49.4, 291.3),
+    # PosMLP-Video (Hao, Zhou et al., IJCV 2024); Table 4's body is not legible in our copy
+    'posmlp-video-s-w8x14_4xb8-u8-60e_sthv1-rgb': (f'{_V} Table 5, 8x14x14 windows (stages 1-3), 8-frame clips',
+                                                   top1(42.33), 13.50, 20.38),
+    'posmlp-video-s-g1_4xb8-u16-60e_sthv1-rgb': (f'{_V} Table 4, g = (1, 1, 1, 1) (figures not legible)', {},
+                                                 None, None),
+    'posmlp-video-s-g12-24-48-96_4xb8-u16-60e_sthv1-rgb': (f'{_V} Table 4, g = (12, 24, 48, 96) (figures not '
+                                                           'legible)', {}, None, None),
+}
+
+TASKS = {'mmpretrain': ('Image Classification', 'ImageNet-1k'), 'mmdet': ('Object Detection', 'COCO'),
+         'mmseg': ('Semantic Segmentation', 'ADE20K'), 'mmaction': ('Action Recognition', None)}
+VIDEO_DATASETS = {'sthv1': 'SthV1', 'sthv2': 'SthV2', 'kinetics400': 'Kinetics-400', 'diving48': 'Diving48'}
+
+
+def paper_table_configs(root=ROOT) -> list:
+    return sorted(osp.relpath(p, root) for p in glob.glob(osp.join(root, 'configs', '*', 'paper_tables', '*.py')))
+
+
+def _dataset(scope, stem):
+    task, dataset = TASKS[scope]
+    if dataset is None:
+        dataset = next((v for k, v in VIDEO_DATASETS.items() if k in stem), None)
+        if dataset is None:
+            raise ValueError(f'{stem}: no video dataset in the name; add it to VIDEO_DATASETS.')
+    return task, dataset
+
+
+def _num(v):
+    return int(v) if float(v).is_integer() else v
+
+
+def _scalar(v):
+    if isinstance(v, str):
+        return f"'{v}'" if any(c in v for c in ':#{}[],&*?|<>=!%@`\'"') or v != v.strip() else v
+    return str(v)
+
+
+def model_entry(cfg_rel: str, collection: str, zoo: dict) -> list:
+    """The metafile lines of one paper-table config."""
+    from mmengine.config import Config
+
+    from mmposmlp.analysis.metafile import derived_metadata
+    stem = osp.splitext(osp.basename(cfg_rel))[0]
+    if stem not in ROWS:
+        raise KeyError(f'{cfg_rel} has no row in ROWS of {osp.relpath(__file__, ROOT)}: add one '
+                       '(paper table, metrics, paper params, paper GFLOPs).')
+    if stem not in zoo:
+        raise KeyError(f'{stem} is not in docs/model_zoo.md: run python tools/analysis/complexity.py --configs '
+                       f'{osp.dirname(cfg_rel)} --pattern {osp.basename(cfg_rel)} --merge')
+    source, metrics, paper_params, paper_gflops = ROWS[stem]
+    cfg = Config.fromfile(osp.join(ROOT, cfg_rel))
+    scope = cfg.get('default_scope', 'mmpretrain')
+    task, dataset = _dataset(scope, stem)
+    md = derived_metadata(cfg_rel, cfg)
+    params_m, gflops = zoo[stem]
+    train_data = dataset + (' (half)' if stem.endswith('-half') else '')
+    lines = [f'  - Name: {stem}', f'    In Collection: {collection}', '    Metadata:',
+             f'      Training Data: {_scalar(train_data)}',
+             f"      Batch Size: {md['Batch Size']}"]
+    lines += [f'      {k}: {md[k]}' for k in ('Epochs', 'Iterations') if k in md]
+    lines += [f"      Training Resources: {md['Training Resources']}",
+              f"      Training Techniques: [{', '.join(sorted(md['Training Techniques']))}]",
+              f'      Parameters: {int(round(params_m * 1e6))}  # measured (docs/model_zoo.md)']
+    if gflops is not None:
+        lines.append(f'      FLOPs: {int(round(gflops * 1e9))}  # measured (docs/model_zoo.md)')
+    if paper_params is not None:
+        lines.append(f'      Paper Parameters: {int(round(paper_params * 1e6))}  # reported ({source})')
+    if paper_gflops is not None:
+        lines.append(f'      Paper FLOPs: {int(round(paper_gflops * 1e9))}  # reported ({source})')
+    lines.append('    Results:')
+    groups = [(task, {k: v for k, v in metrics.items() if k != 'mask AP'})]
+    if 'mask AP' in metrics:
+        groups.append(('Instance Segmentation', {'mask AP': metrics['mask AP']}))
+    for t, ms in groups:
+        lines += [f'      - Task: {t}', f'        Dataset: {dataset}']
+        if ms:
+            lines.append('        Metrics:')
+            lines += [f'          {k}: {_num(v)}  # reported ({source})' for k, v in ms.items()]
+        else:
+            lines.append(f'        Metrics: {{}}  # {source}')
+    lines += [f'    Config: {cfg_rel}', '    Weights: null']
+    return lines
+
+
+def collection_lines(family: str) -> tuple:
+    """The paper-table collection of a family: the family metafile's first collection, renamed."""
+    import yaml
+    with open(osp.join(ROOT, 'configs', family, 'metafile.yml')) as f:
+        coll = yaml.safe_load(f)['Collections'][0]
+    name = f"{coll['Name']} (paper tables)"
+    text = yaml.safe_dump({'Collections': [dict(coll, Name=name, README=f'configs/{family}/README.md')]},
+                          sort_keys=False, allow_unicode=True, width=118)
+    out = [text.rstrip('\n').replace('\n- ', '\n  - ').replace('\n  ', '\n    ').replace('\n    - Name', '\n  - Name')]
+    return name, out
+
+
+def write_metafiles(root=ROOT, check=False) -> list:
+    """Write (or with ``check``, only compare) the paper-table metafiles; returns the files written (or, with
+    ``check``, those whose content differs from what the rows give)."""
+    from mmposmlp.analysis.metafile import zoo_rows
+    zoo = zoo_rows(osp.join(root, 'docs', 'model_zoo.md'))
+    by_family = {}
+    for cfg in paper_table_configs(root):
+        by_family.setdefault(cfg.split(osp.sep)[1], []).append(cfg)
+    unused = sorted(set(ROWS) - {osp.splitext(osp.basename(c))[0] for cs in by_family.values() for c in cs})
+    if unused:
+        raise KeyError(f'ROWS names configs that do not exist under configs/*/paper_tables/: {unused}')
+    out = []
+    for family, cfgs in sorted(by_family.items()):
+        name, lines = collection_lines(family)
+        lines = [HEADER] + lines + ['', 'Models:']
+        for cfg in cfgs:
+            lines += model_entry(cfg, name, zoo)
+        text = '\n'.join(lines) + '\n'
+        path = osp.join(root, 'configs', family, 'paper_tables', 'metafile.yml')
+        if check:
+            old = open(path).read() if osp.isfile(path) else None
+            if old != text:
+                out.append(osp.relpath(path, root))
+            continue
+        with open(path, 'w') as f:
+            f.write(text)
+        out.append(osp.relpath(path, root))
+    return out
+
+
+HEADER = ('# generated by tools/misc/paper_table_metafiles.py from its ROWS table: edit the row there, not this '
+          'file')
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--check', action='store_true', help='write nothing; exit 1 when a metafile is out of date')
+    args = p.parse_args(argv)
+    paths = write_metafiles(check=args.check)
+    if args.check:
+        for path in paths:
+            print(f'{path} is out of date: run python tools/misc/paper_table_metafiles.py')
+        return 1 if paths else 0
+    for path in paths:
+        print('wrote', path)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
