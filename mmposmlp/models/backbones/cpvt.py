@@ -127,7 +127,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
             (Tables 1, 7, 8): kwargs of :class:`mmposmlp.RelativePositionEncoding2d`
             (``max_distance``, ``mode``) plus ``shared`` (one table used by all blocks, default
             False = one per block).
-        norm_eval, with_cp, init_cfg: as usual (Pretrained init raises on missing keys).
+        norm_eval, with_cp, init_cfg: as usual; a Pretrained init raises on missing keys and on
+            checkpoint keys with no place in the backbone unless ``ignore_keys=[patterns]``.
     """
     arch_zoo = {
         **dict.fromkeys(['ti', 'tiny', 'deit-tiny', 't'],
@@ -236,7 +237,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
-                            prefer_ema=self.init_cfg.get('prefer_ema', True))
+                            prefer_ema=self.init_cfg.get('prefer_ema', True),
+                            allowed_unexpected=self.init_cfg.get('ignore_keys', ()))
             return
         super().init_weights()
         if self.init_cfg is None:
