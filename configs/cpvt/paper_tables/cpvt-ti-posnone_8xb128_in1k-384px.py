@@ -1,4 +1,5 @@
-# CPVT Table 2 "DeiT-tiny (no pos)" (Table 1 at 384) evaluated at 384x384 without fine-tuning (trained at 224x224): 68.6 top-1 (paper).
+# CPVT Table 2 "DeiT-tiny (no pos)" (Table 1 at 384)
+# evaluated at 384x384 without fine-tuning (trained at 224x224): 68.6 top-1 (paper).
 # Test only: train with cpvt-ti-posnone_8xb128_in1k.py and evaluate its checkpoint with
 #   python tools/test.py configs/cpvt/paper_tables/cpvt-ti-posnone_8xb128_in1k-384px.py CKPT
 # No position encoding: nothing to resize. Resize keeps DeiT's crop ratio 0.875 (short side 438, centre crop 384).

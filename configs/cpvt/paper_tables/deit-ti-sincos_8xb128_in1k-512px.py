@@ -1,7 +1,9 @@
-# CPVT Table 2 "DeiT-tiny (sin)" (Table 1 at 384) evaluated at 512x512 without fine-tuning (trained at 224x224): 65.1 top-1 (paper).
+# CPVT Table 2 "DeiT-tiny (sin)" (Table 1 at 384)
+# evaluated at 512x512 without fine-tuning (trained at 224x224): 65.1 top-1 (paper).
 # Test only: train with deit-ti-sincos_8xb128_in1k.py and evaluate its checkpoint with
 #   python tools/test.py configs/cpvt/paper_tables/deit-ti-sincos_8xb128_in1k-512px.py CKPT
-# The sine-cosine table is recomputed for the new grid. Resize keeps DeiT's crop ratio 0.875 (short side 585, centre crop 512).
+# The sine-cosine table is recomputed for the new grid.
+# Resize keeps DeiT's crop ratio 0.875 (short side 585, centre crop 512).
 _base_ = ['./deit-ti-sincos_8xb128_in1k.py']
 test_pipeline = [
     dict(type='LoadImageFromFile'),
