@@ -90,11 +90,16 @@ def test_converter_cli_roundtrip(vector, tmp_path):
     assert set(ckpt['state_dict']) >= {'head.fc.weight', 'backbone.pegs.0.proj.0.weight', 'backbone.norm3.bias'}
     # a converted checkpoint loads through init_cfg (prefix 'backbone.') ...
     arch, _ = _arch_from_vector(vector)
+    # the classifier's final norm (norm3) has no place in a dense PVTPEG: refused unless left out explicitly
     model = PVTPEG(arch, init_cfg=dict(type='Pretrained', checkpoint=str(dst), prefix='backbone.'))
+    with pytest.raises(CheckpointMismatchError, match=r"'norm3.weight'.*ignore_keys"):
+        model.init_weights()
+    model = PVTPEG(arch, init_cfg=dict(type='Pretrained', checkpoint=str(dst), prefix='backbone.',
+                                       ignore_keys=['norm3.*']))
     model.init_weights()
     torch.testing.assert_close(model.pegs[2].proj[0].weight, vector['state_dict']['pos_block.2.proj.0.weight'])
     # ... and so does the raw official file (converted on the fly)
-    model2 = PVTPEG(arch, init_cfg=dict(type='Pretrained', checkpoint=str(src)))
+    model2 = PVTPEG(arch, init_cfg=dict(type='Pretrained', checkpoint=str(src), ignore_keys=['norm3.*']))
     model2.init_weights()
     torch.testing.assert_close(model2.stages[2][1].ffn.fc1.weight,
                                vector['state_dict']['blocks.2.1.mlp.fc1.weight'])

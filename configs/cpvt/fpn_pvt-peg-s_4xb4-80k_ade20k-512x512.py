@@ -24,7 +24,10 @@ model = dict(
         init_cfg=dict(
             type='Pretrained',
             checkpoint='checkpoints/pvt-peg-s-gap_in1k_mmposmlp.pth',
-            prefix='backbone.')),
+            prefix='backbone.',
+            # the classifier's final norm: the dense backbone has no norm3 (official Twins dense
+            # CPVTV2 never applies its final norm either)
+            ignore_keys=['norm3.*'])),
     neck=dict(in_channels=[64, 128, 320, 512], out_channels=256, num_outs=4))
 
 optim_wrapper = dict(

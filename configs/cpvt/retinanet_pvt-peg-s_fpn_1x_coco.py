@@ -18,7 +18,10 @@ model = dict(
             # ImageNet PVT-small+PEG+GAP weights: pvt-peg-s-gap_8xb128_in1k.py, or
             # tools/model_converters/pcpvt2mmposmlp.py on the official Twins PCPVT weights
             checkpoint='checkpoints/pvt-peg-s-gap_in1k_mmposmlp.pth',
-            prefix='backbone.')),
+            prefix='backbone.',
+            # the classifier's final norm: the dense backbone has no norm3 (official Twins dense
+            # CPVTV2 never applies its final norm either)
+            ignore_keys=['norm3.*'])),
     neck=dict(in_channels=[64, 128, 320, 512]))
 
 # mmcv 1.x (the official mmdet 2.x configs) warms up linearly to the full lr at iteration 500

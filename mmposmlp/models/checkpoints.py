@@ -2,6 +2,7 @@
 
 Shared by every backbone's ``init_weights`` and by ``tools/model_converters``.
 """
+import difflib
 import fnmatch
 import os.path as osp
 from typing import Callable, Dict, Iterable, Optional
@@ -18,6 +19,12 @@ from mmposmlp.utils.compat import safe_torch_load
 #: a plain ``{'module': ...}``.
 WRAPPERS = (('state_dict', 'state_dict_ema'), ('model', 'model_ema'), ('model_state', None), ('module', None))
 STATE_DICT_KEYS = tuple(k for pair in WRAPPERS for k in pair if k)
+
+
+#: top-level parts of OpenMMLab classifiers / detectors / segmentors / recognisers other than the
+#: backbone: what an upstream ``init_weights`` that loads a whole model non-strictly leaves unused.
+OTHER_MODEL_PARTS = ('head.*', 'neck.*', 'decode_head.*', 'auxiliary_head.*', 'rpn_head.*', 'roi_head.*',
+                     'bbox_head.*', 'mask_head.*', 'cls_head.*', 'data_preprocessor.*')
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -84,7 +91,7 @@ def strip_prefix(state: Dict[str, torch.Tensor], prefix: Optional[str]) -> Dict[
 def load_state_dict_checked(module: torch.nn.Module,
                             state: Dict[str, torch.Tensor],
                             allowed_missing: Iterable[str] = (),
-                            allowed_unexpected: Iterable[str] = ('*',),
+                            allowed_unexpected: Iterable[str] = (),
                             source: str = 'checkpoint',
                             logger: Optional[MMLogger] = None):
     """``load_state_dict(strict=False)`` that reports and checks the mismatch.
@@ -92,8 +99,10 @@ def load_state_dict_checked(module: torch.nn.Module,
     Args:
         allowed_missing: fnmatch patterns of module keys that may be absent (newly added
             layers such as dense-prediction output norms). Any other missing key raises.
-        allowed_unexpected: patterns of checkpoint keys that may be ignored (default: any,
-            e.g. a classification head when loading into a detector backbone).
+        allowed_unexpected: fnmatch patterns of checkpoint keys that may be left unused (e.g.
+            ``('head.*',)`` for a classification head loaded into a detector backbone). Default
+            none: every other checkpoint key must have a place in ``module``, or this raises
+            naming the keys and their closest module keys; the dropped keys are logged by name.
     Returns:
         The ``_IncompatibleKeys`` of ``load_state_dict``.
     """
@@ -116,21 +125,42 @@ def load_state_dict_checked(module: torch.nn.Module,
            f'{"..." if len(result.missing_keys) > 8 else ""}, unexpected {len(result.unexpected_keys)} '
            f'{result.unexpected_keys[:8]}{"..." if len(result.unexpected_keys) > 8 else ""}')
     print_log(msg, logger=logger or 'current')
-    if missing or unexpected:
+    if unexpected:
+        lacking = (f' (and lacks {len(missing)} of its weights, e.g. {missing[:3]})' if missing else '')
+        raise CheckpointMismatchError(unexpected_keys_message(source, module, unexpected, own, lacking))
+    if missing:
         raise CheckpointMismatchError(
             f'{source} is missing {len(missing)} weights of {type(module).__name__} '
-            f'(e.g. {missing[:5]}) and has {len(unexpected)} unexpected keys (e.g. {unexpected[:5]}). '
-            'Convert official checkpoints with tools/model_converters/ first, and check that `arch` '
-            'matches the checkpoint.')
+            f'(e.g. {missing[:5]}): convert official checkpoints with tools/model_converters/ first and '
+            'check that `arch` matches the checkpoint.')
+    dropped = list(result.unexpected_keys)
+    if dropped:
+        print_log(f'{source}: left {len(dropped)} checkpoint keys unused as allowed by allowed_unexpected: '
+                  f'{dropped[:20]}{"..." if len(dropped) > 20 else ""}', logger=logger or 'current')
     return result
+
+
+def unexpected_keys_message(source: str, module: torch.nn.Module, unexpected, expected, extra: str = '') -> str:
+    """One sentence: the checkpoint keys with no place in ``module``, the closest expected key of
+    each, and the options that accept them."""
+    expected = list(expected)
+    shown = []
+    for k in list(unexpected)[:5]:
+        close = difflib.get_close_matches(k, expected, n=1, cutoff=0.5)
+        shown.append(f'{k!r} (closest: {close[0]!r})' if close else f'{k!r} (no close model key)')
+    more = f' and {len(unexpected) - 5} more' if len(unexpected) > 5 else ''
+    return (f'{source} has {len(unexpected)} key(s) with no place in {type(module).__name__}{extra}: '
+            f'{", ".join(shown)}{more}; check `arch` and `prefix`, or leave them unused explicitly with '
+            f'allowed_unexpected=[patterns] (init_cfg: ignore_keys=[patterns], converters: --ignore-keys).')
 
 
 def load_pretrained(module: torch.nn.Module, checkpoint: str, prefix: Optional[str] = None,
                     converter: Optional[Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]] = None,
-                    allowed_missing: Iterable[str] = (), allowed_unexpected: Iterable[str] = ('*',),
+                    allowed_missing: Iterable[str] = (), allowed_unexpected: Iterable[str] = (),
                     prefer_ema: bool = True, logger=None):
     """Load ``checkpoint`` (path) into ``module`` with prefix stripping and an optional
-    official->ours ``converter``; raises :class:`CheckpointMismatchError` on missing keys."""
+    official->ours ``converter``; raises :class:`CheckpointMismatchError` on missing keys and on
+    checkpoint keys with no place in ``module`` (unless matched by ``allowed_unexpected``)."""
     state = strip_prefix(load_checkpoint_file(checkpoint, prefer_ema=prefer_ema), prefix)
     if converter is not None:
         state = converter(state)

@@ -33,6 +33,9 @@ def inflate(state, arch='s', clip_len=16, block_type='PoTGU+PoSGU', parallel_ver
             gate_type='glrpe', temporal_init='random', seed=0):
     """Image (mmpretrain classifier or bare backbone) state -> (video backbone state, new keys)."""
     state = strip_prefix(state, None)
+    unused = [k for k in state if k.startswith(('head.', 'neck.', 'data_preprocessor.'))]
+    if unused:
+        print(f'left unused (not backbone weights): {unused}')
     state = {k: v for k, v in state.items() if not k.startswith(('head.', 'neck.', 'data_preprocessor.'))}
     base = PosMLPVideo.default_arch['window_sizes']
     wins = [(clip_len, h, w) for _, h, w in base]

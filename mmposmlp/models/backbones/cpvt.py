@@ -20,6 +20,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.models.checkpoints import load_pretrained
 from mmposmlp.models.layers.peg import PEG
+from mmposmlp.models.layers.position_encoding import AbsolutePositionEmbedding, RelativePositionEncoding2d
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin
 from .pvt_peg import build_ffn
@@ -39,12 +40,21 @@ class MultiheadSelfAttention(BaseModule):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x):
+    def forward(self, x, rpe=None, hw_shape=None, num_extra_tokens=0):
+        """``rpe``: an optional :class:`RelativePositionEncoding2d` (Shaw et al. Eq. (3)-(4))."""
         B, N, C = x.shape
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = self.attn_drop(((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1))
-        return self.proj_drop(self.proj((attn @ v).transpose(1, 2).reshape(B, N, C)))
+        logits = (q @ k.transpose(-2, -1)) * self.scale
+        if rpe is not None:
+            logits = logits + rpe.attention_logits(q, self.scale, hw_shape, num_extra_tokens)
+        attn = self.attn_drop(logits.softmax(dim=-1))
+        out = attn @ v
+        if rpe is not None:
+            extra = rpe.attention_values(attn, hw_shape, num_extra_tokens)
+            if extra is not None:
+                out = out + extra
+        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, N, C)))
 
 
 class CPVTBlock(BaseModule):
@@ -52,18 +62,21 @@ class CPVTBlock(BaseModule):
 
     def __init__(self, embed_dims, num_heads, feedforward_channels, qkv_bias=True, drop_rate=0.,
                  attn_drop_rate=0., drop_path_rate=0., norm_cfg=dict(type='LN', eps=1e-6),
-                 ffn_cfg=None, with_cp=False):
+                 ffn_cfg=None, with_cp=False, rpe=None):
         super().__init__()
         self.with_cp = with_cp
+        self.rpe = rpe
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.attn = MultiheadSelfAttention(embed_dims, num_heads, qkv_bias, attn_drop_rate, drop_rate)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
         self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.ffn = build_ffn(ffn_cfg, embed_dims, feedforward_channels, drop_rate)
 
-    def forward(self, x, hw_shape=None):
+    def forward(self, x, hw_shape=None, shared_rpe=None, num_extra_tokens=0):
+        rpe = self.rpe if self.rpe is not None else shared_rpe
+
         def _inner(x):
-            x = x + self.drop_path(self.attn(self.ln1(x)))
+            x = x + self.drop_path(self.attn(self.ln1(x), rpe, hw_shape, num_extra_tokens))
             return x + self.drop_path(self.ffn(self.ln2(x), hw_shape))
 
         if self.with_cp and x.requires_grad:
@@ -106,7 +119,16 @@ class CPVT(FrozenStagesMixin, BaseModule):
             a cls token ``x`` holds ``1 + H*W`` tokens (the leading token is not on the grid).
         frozen_stages (int): -1 none; 0 the patch embed and cls token; ``k`` also the first ``k``
             blocks with the PEGs placed before them (shared convention, ``FrozenStagesMixin``).
-        norm_eval, with_cp, init_cfg: as usual (Pretrained init raises on missing keys).
+        pos_embed_type (str, optional): absolute position encoding added once after the cls
+            token is prepended (DeiT): None (CPVT), 'learnable' (DeiT "LE", a
+            ``(extra + (img_size/patch)^2) x C`` table, bicubic-resized at other sizes) or
+            'sincos' (fixed 2-D sine-cosine, recomputed for every grid). Tables 1, 3, 7, 8.
+        rpe_cfg (dict, optional): 2-D relative position encoding in the attention of every block
+            (Tables 1, 7, 8): kwargs of :class:`mmposmlp.RelativePositionEncoding2d`
+            (``max_distance``, ``mode``) plus ``shared`` (one table used by all blocks, default
+            False = one per block).
+        norm_eval, with_cp, init_cfg: as usual; a Pretrained init raises on missing keys and on
+            checkpoint keys with no place in the backbone unless ``ignore_keys=[patterns]``.
     """
     arch_zoo = {
         **dict.fromkeys(['ti', 'tiny', 'deit-tiny', 't'],
@@ -136,6 +158,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
                  qkv_bias: bool = True,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  ffn_cfg: Optional[dict] = None,
+                 pos_embed_type: Optional[str] = None,
+                 rpe_cfg: Optional[dict] = None,
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
@@ -178,14 +202,28 @@ class CPVT(FrozenStagesMixin, BaseModule):
         self.patch_embed = nn.Conv2d(in_channels, C, patch_size, patch_size)
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
+        self.pos_embed_type = pos_embed_type
+        if pos_embed_type is not None:
+            grid = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+            self.abs_pos_embed = AbsolutePositionEmbedding(
+                C, (grid[0] // patch_size, grid[1] // patch_size), pos_embed_type, self.num_extra_tokens)
         self.drop_after_pos = nn.Dropout(drop_rate)
+        with_rpe = rpe_cfg is not None
+        rpe_cfg = dict(rpe_cfg or {})
+        rpe_shared = bool(rpe_cfg.pop('shared', False))
+        head_dims, heads = C // arch['num_heads'], arch['num_heads']
+        if with_rpe and rpe_shared:
+            self.rpe = RelativePositionEncoding2d(head_dims, heads, **rpe_cfg)
+        self.rpe_cfg = rpe_cfg
         peg_cfg = dict(peg_cfg or {})
         self.pegs = ModuleList([PEG(C, **peg_cfg) for _ in peg_positions])
         self._peg_index = {p: i for i, p in enumerate(peg_positions)}
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.layers = ModuleList([
             CPVTBlock(C, arch['num_heads'], arch['feedforward_channels'], qkv_bias, drop_rate,
-                      attn_drop_rate, dpr[i], norm_cfg, ffn_cfg, with_cp)
+                      attn_drop_rate, dpr[i], norm_cfg, ffn_cfg, with_cp,
+                      RelativePositionEncoding2d(head_dims, heads, **rpe_cfg)
+                      if with_rpe and not rpe_shared else None)
             for i in range(self.num_layers)])
         if final_norm:
             self.ln1 = build_norm_layer(norm_cfg, C)[1]
@@ -199,7 +237,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
-                            prefer_ema=self.init_cfg.get('prefer_ema', True))
+                            prefer_ema=self.init_cfg.get('prefer_ema', True),
+                            allowed_unexpected=self.init_cfg.get('ignore_keys', ()))
             return
         super().init_weights()
         if self.init_cfg is None:
@@ -214,6 +253,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
 
     def _frozen_modules(self):
         mods = [self.patch_embed, self.drop_after_pos]
+        if self.pos_embed_type is not None:
+            mods.append(self.abs_pos_embed)
         mods += [self.layers[i] for i in range(min(self.frozen_stages, self.num_layers))]
         return mods + [self.pegs[i] for p, i in self._peg_index.items() if p < self.frozen_stages]
 
@@ -235,11 +276,14 @@ class CPVT(FrozenStagesMixin, BaseModule):
         x = x.flatten(2).transpose(1, 2)
         if self.with_cls_token:
             x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)
+        if self.pos_embed_type is not None:
+            x = self.abs_pos_embed(x, hw)
         x = self.drop_after_pos(x)
         x = self._peg(-1, x, hw)
         outs = []
+        shared_rpe = getattr(self, 'rpe', None)
         for i, layer in enumerate(self.layers):
-            x = layer(x, hw)
+            x = layer(x, hw, shared_rpe, self.num_extra_tokens)
             x = self._peg(i, x, hw)
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.ln1(x)

@@ -43,7 +43,7 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
 
-from mmposmlp.models.checkpoints import (extract_state_dict, load_state_dict_checked,
+from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, extract_state_dict, load_state_dict_checked,
                                          strip_prefix)
 from mmposmlp.models.layers.imlp import IMLP
 from mmposmlp.registry import MODELS
@@ -141,7 +141,10 @@ class IMLPAdapterMixin:
         has_host = bool(self._host_ffn_keys(state_dict))
         if strict and not has_host:
             return nn.Module.load_state_dict(self, state_dict, strict=True, assign=assign)
-        return load_host_state_dict(self, state_dict, source='state_dict')
+        # an upstream non-strict load of a whole detector / segmentor / classifier checkpoint: its
+        # heads and necks are left unused (logged by name); any other unknown key still raises
+        return load_host_state_dict(self, state_dict, source='state_dict',
+                                    allowed_unexpected=() if strict else OTHER_MODEL_PARTS)
 
     def _init_imlp_ffns(self):
         for n in self.imlp_ffn_names:
@@ -166,16 +169,18 @@ class IMLPAdapterMixin:
         state = extract_state_dict(ckpt)
         state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
         state = strip_prefix(state, cfg.get('prefix'))
-        return load_host_state_dict(self, state, source=path)
+        return load_host_state_dict(self, state, source=path, allowed_unexpected=cfg.get('ignore_keys', ()))
 
 
 def load_host_state_dict(model: nn.Module, state: Dict[str, torch.Tensor], source: str = 'checkpoint',
-                         allowed_missing: Iterable[str] = (), logger=None):
+                         allowed_missing: Iterable[str] = (), logger=None,
+                         allowed_unexpected: Iterable[str] = ()):
     """Load a plain (host-FFN) or IMLP checkpoint into an IMLP adapter, loudly.
 
     Host FFN keys (under a replaced FFN, absent from the IMLP or of another shape) are
     dropped; the IMLP keys are allowed to be missing and are reported as newly initialised;
-    every other missing key raises :class:`CheckpointMismatchError`.
+    every other missing key raises :class:`CheckpointMismatchError`, and so does any other
+    checkpoint key with no place in ``model`` unless it matches ``allowed_unexpected``.
     Returns the ``_IncompatibleKeys`` of the load.
     """
     dropped = model._host_ffn_keys(state)
@@ -186,7 +191,7 @@ def load_host_state_dict(model: nn.Module, state: Dict[str, torch.Tensor], sourc
             model, kept,
             allowed_missing=tuple(model.imlp_ffn_patterns()) + tuple(model.imlp_allowed_missing)
             + tuple(allowed_missing),
-            source=source, logger=logger)
+            allowed_unexpected=allowed_unexpected, source=source, logger=logger)
     finally:
         model._imlp_in_checked_load = False
     new_ffn = [k for k in result.missing_keys if any(k.startswith(n + '.') for n in model.imlp_ffn_names)]

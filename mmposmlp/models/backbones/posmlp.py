@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import ConvModule, build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
+from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
@@ -438,6 +439,10 @@ def _maybe_convert_official(state: Dict[str, torch.Tensor],
     options of ``model``)."""
     if any(k.startswith('levels.') for k in state):
         state = convert_official_posmlp(state, **(model_convert_kwargs(model) if model is not None else {}))
+    head = [k for k in state if k.startswith('head.')]
+    if head:
+        print_log(f'PosMLP: the classifier keys {head} of the checkpoint are not backbone weights; left unused',
+                  logger='current')
     return {k: v for k, v in state.items() if not k.startswith('head.')}
 
 

@@ -510,6 +510,10 @@ def convert_official_posmlp_video(state: Dict[str, torch.Tensor]) -> Dict[str, t
 def _maybe_convert_official(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     if any(k.startswith('patch_embed1.') for k in state):
         state = convert_official_posmlp_video(state)
+    head = [k for k in state if k.startswith(('head.', 'cls_head.'))]
+    if head:
+        print_log(f'PosMLPVideo: the classifier keys {head} of the checkpoint are not backbone weights; left unused',
+                  logger='current')
     return {k: v for k, v in state.items() if not k.startswith(('head.', 'cls_head.'))}
 
 

@@ -303,7 +303,8 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
                             converter=functools.partial(convert_pcpvt,
                                                         ignore_keys=self.init_cfg.get('ignore_keys', ())),
-                            prefer_ema=self.init_cfg.get('prefer_ema', True))
+                            prefer_ema=self.init_cfg.get('prefer_ema', True),
+                            allowed_unexpected=self.init_cfg.get('ignore_keys', ()))
             return
         super().init_weights()
         if self.init_cfg is None:
@@ -448,6 +449,10 @@ def convert_pcpvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str] = (
     if ignored:
         print_log(f'PCPVT conversion: dropped {len(ignored)} keys matching {list(ignore_keys)}: {ignored[:10]}',
                   logger='current')
+    head = [k for k in state if k.startswith('head.') and fn(k) is None]
+    if head:
+        print_log(f'PCPVT conversion: the classifier keys {head} are not backbone weights (convert_pcpvt_head '
+                  'maps them to an mmpretrain head)', logger='current')
     return out
 
 

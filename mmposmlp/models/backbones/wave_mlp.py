@@ -391,6 +391,10 @@ def _maybe_convert_official(state_dict):
         print_log('WaveMLP: converting official Wave-MLP keys', logger='current')
         state_dict = convert_official_wavemlp(state_dict)
     if any(k.startswith('backbone.') for k in state_dict):
+        others = sorted({k.split('.')[0] for k in state_dict if not k.startswith('backbone.')})
+        if others:
+            print_log(f'WaveMLP: using the backbone.* weights of a whole-model checkpoint; its {others} parts '
+                      'are left unused', logger='current')
         state_dict = {k[9:]: v for k, v in state_dict.items() if k.startswith('backbone.')}
     return state_dict
 

@@ -4,3 +4,4 @@ from .patm import PATM, WaveMLPFFN  # noqa: F401
 from .peg import PEG  # noqa: F401
 from .imlp import IMLP, AGeLU, ASoftPlus, ActivationSum, AdaptiveActivation  # noqa: F401
 from .norms import LayerNorm2d  # noqa: F401
+from .position_encoding import AbsolutePositionEmbedding, RelativePositionEncoding2d  # noqa: F401

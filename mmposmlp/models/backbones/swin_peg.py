@@ -1,0 +1,78 @@
+"""Swin + PEG: Swin Transformer with a PEG after the first block of every stage.
+
+Chu et al., "Conditional Positional Encodings for Vision Transformers", ICLR 2023
+(https://arxiv.org/abs/2102.10882), Sec. 4.5 / B.5 / Table 15 ("Swin-tiny+PEG+GAP", 29M, 4.5G, 82.3):
+"we remove its learnable PE and apply our PEG in position 0 of each stage with a GAP head". Swin's
+default has no absolute PE (``use_abs_pos_embed=False``) and a GAP head already; its window
+relative-position bias is kept. Everything else is mmpretrain's ``SwinTransformer`` (same keys, so
+Swin checkpoints load with only the ``pegs.*`` missing).
+"""
+from typing import Optional, Sequence
+
+from mmengine.model import ModuleList
+from mmpretrain.models.backbones import SwinTransformer
+from mmpretrain.models.utils import resize_pos_embed
+
+from mmposmlp.models.layers.peg import PEG
+from mmposmlp.registry import MODELS
+
+
+@MODELS.register_module()
+class SwinPEG(SwinTransformer):
+    """mmpretrain ``SwinTransformer`` with one :class:`mmposmlp.PEG` per stage.
+
+    Args:
+        peg_positions (Sequence[int]): block index inside each stage after which the PEG is applied
+            (one value for all stages). Default (0, ) = "position 0 of each stage" (Sec. 4.5).
+        peg_cfg (dict, optional): kwargs of :class:`mmposmlp.PEG` (default depthwise 3x3, zero padding).
+        **kwargs: every ``SwinTransformer`` argument (arch, img_size, drop_path_rate, out_indices,
+            use_abs_pos_embed, ...).
+
+    Params (1000 classes, GAP head): Swin-T 28,288,354 + 10 x (96 + 192 + 384 + 768) = 28,302,754.
+    """
+
+    def __init__(self, *args, peg_positions: Sequence[int] = (0, ), peg_cfg: Optional[dict] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        depths = [len(stage.blocks) for stage in self.stages]
+        self.peg_positions = tuple(sorted(set(int(p) for p in peg_positions)))
+        bad = [p for p in self.peg_positions if not 0 <= p < min(depths)]
+        if bad:
+            raise ValueError(f'SwinPEG peg_positions {bad} out of range: each stage has {depths} blocks')
+        peg_cfg = dict(peg_cfg or {})
+        self.pegs = ModuleList([
+            ModuleList([PEG(stage.embed_dims, **peg_cfg) for _ in self.peg_positions])
+            for stage in self.stages])
+
+    def _run_stage(self, i, stage, x, hw_shape):
+        for j, block in enumerate(stage.blocks):
+            x = block(x, hw_shape)
+            if j in self.peg_positions:
+                x = self.pegs[i][self.peg_positions.index(j)](x, hw_shape)
+        if stage.downsample is not None and self.out_after_downsample:
+            x, out_shape = stage.downsample(x, hw_shape)
+        else:
+            out_shape = hw_shape
+        return x, out_shape
+
+    def forward(self, x):
+        x, hw_shape = self.patch_embed(x)
+        if self.use_abs_pos_embed:
+            x = x + resize_pos_embed(self.absolute_pos_embed, self.patch_resolution, hw_shape,
+                                     self.interpolate_mode, self.num_extra_tokens)
+        x = self.drop_after_pos(x)
+        outs = []
+        for i, stage in enumerate(self.stages):
+            x, hw_shape = self._run_stage(i, stage, x, hw_shape)
+            if i in self.out_indices:
+                out = getattr(self, f'norm{i}')(x)
+                outs.append(out.view(-1, *hw_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
+            if stage.downsample is not None and not self.out_after_downsample:
+                x, hw_shape = stage.downsample(x, hw_shape)
+        return tuple(outs)
+
+    def _freeze_stages(self):
+        super()._freeze_stages()
+        for i in range(min(self.frozen_stages, len(getattr(self, 'pegs', ())))):
+            self.pegs[i].eval()
+            for p in self.pegs[i].parameters():
+                p.requires_grad = False
