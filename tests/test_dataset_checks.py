@@ -243,6 +243,45 @@ def test_seg_label_map_size_missing_map_and_empty_folder(data, tmp_path):
     error(SEG, seg_options(root), img_dir, "holds no images ending in '.jpg'")
 
 
+def test_unreadable_files_and_malformed_annotations_are_named(data, tmp_path):
+    """The remaining one-sentence errors, one per broken file: a COCO file that is a JSON list or has no
+    categories, a seg split file with no names, an image or a label map that cannot be read, a classification
+    list naming an image that is not there (3-, 4- and 5-class sets)."""
+    coco = copy_data(data['coco'], tmp_path)
+    path = osp.join(coco, 'annotations', 'train.json')
+    ann = json.load(open(path))
+    json.dump([ann], open(path, 'w'))
+    error(DET, det_options(coco), path, 'holds a JSON list, not a COCO dict')
+    json.dump(dict(ann, categories=[]), open(path, 'w'))
+    error(DET, det_options(coco), path, 'no usable "categories" list', 'one entry per class')
+
+    ade = copy_data(data['ade'], tmp_path)
+    opts = seg_options(ade)
+    split = osp.join(ade, 'train_split.txt')
+    open(split, 'w').close()
+    opts['train_dataloader.dataset.ann_file'] = 'train_split.txt'
+    error(SEG, opts, split, 'is empty', 'one image name', "ann_file=''")
+    with open(split, 'w') as f:
+        f.write('training_00001\ntraining_00003\n')
+    check(SEG, opts)  # the listed images only
+    img = osp.join(ade, 'images', 'training', 'training_00003.jpg')
+    with open(img, 'wb') as f:
+        f.write(b'not a jpeg')
+    msg = error(SEG, opts, img, 'the image cannot be read', 'valid image file')
+    assert msg.startswith(img)
+    seg = osp.join(ade, 'annotations', 'training', 'training_00001.png')
+    with open(seg, 'wb') as f:
+        f.write(b'\x89PNG broken')
+    msg = error(SEG, opts, seg, 'the label map cannot be read', 'single-channel PNG')
+    assert msg.startswith(seg)
+
+    shapes = copy_data(data['imagenet'], tmp_path)
+    first = open(osp.join(shapes, 'meta', 'val.txt')).readline().split()[0]
+    os.remove(osp.join(shapes, 'val', first))
+    error(CLS, cls_options(shapes, ann=True), osp.join(shapes, 'meta', 'val.txt'), 'line 1 names',
+          osp.join(shapes, 'val', first), 'does not exist', 'data_prefix')
+
+
 def test_seg_label_maps_are_sampled_with_a_cap(data, monkeypatch):
     """At most SAMPLE_LABEL_MAPS label maps are decoded per dataset, spread over the list (first/last in)."""
     from PIL import Image
