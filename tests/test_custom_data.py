@@ -365,7 +365,7 @@ def run_readme_example(task, tmp_path):
 def test_readme_worked_example_trains_and_evaluates(task, tmp_path):
     import re
     out = run_readme_example(task, tmp_path)
-    last = [line for line in out.splitlines() if 'Epoch(test)' in line]
+    last = [line for line in out.splitlines() if re.search(r'(Epoch|Iter)\(test\) \[', line)]
     assert last, out[-3000:]
     print(last[-1])
     for metric in METRICS[task]:

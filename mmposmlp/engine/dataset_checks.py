@@ -384,6 +384,8 @@ def _evenly(items: Sequence, cap: int) -> list:
     n = len(items)
     if n <= cap:
         return list(items)
+    if cap <= 1:
+        return list(items[:cap])
     return [items[round(i * (n - 1) / (cap - 1))] for i in range(cap)]
 
 
