@@ -334,7 +334,7 @@ def test_video_zero_byte_unreadable_and_missing_videos(data, tmp_path):
     assert msg.startswith(video)
     with open(video, 'wb') as f:
         f.write(os.urandom(4096))
-    msg = error(VIDEO, video_options(root), video, 'cannot be opened as a video by decord', 're-encode')
+    msg = error(VIDEO, video_options(root), video, 'cannot be opened or decoded as a video by decord', 're-encode')
     assert len(msg) < 600
     os.remove(video)
     error(VIDEO, video_options(root), 'line 6 names', video, 'does not exist', 'data_prefix')
@@ -358,8 +358,8 @@ def test_video_whose_frames_do_not_decode_fails_before_training(data, tmp_path):
     video = osp.join(root, 'videos', 'train', 'swipe_left_001.mp4')
     corrupt_frames(video)
     assert len(decord.VideoReader(video, num_threads=1)) == 8  # its header opens: a header-only check passes it
-    msg = error(VIDEO, video_options(root), video, 'line 5 of', 'cannot be opened as a video by decord',
-                're-encode')
+    msg = error(VIDEO, video_options(root), video, 'line 5 of',
+                'cannot be opened or decoded as a video by decord', 're-encode')
     assert msg.startswith(video) and len(msg) < 600
 
 

@@ -594,8 +594,9 @@ def _check_video(cfg, ds, cls, where, root):
         except ImportError:
             return
         except Exception as e:  # noqa: BLE001  (decoders raise their own error types)
-            raise UserError(f'{p} (line {i} of {ann}) cannot be opened as a video by {decoder} ({_first_line(e)}): '
-                            're-encode or re-download it, or remove its line from the list.') from e
+            raise UserError(f'{p} (line {i} of {ann}) cannot be opened or decoded as a video by {decoder} '
+                            f'({_first_line(e)}): re-encode or re-download it, or remove its line from the '
+                            'list.') from e
 
 
 def _check_classification(cfg, ds, cls, where, root):
