@@ -243,6 +243,45 @@ def test_seg_label_map_size_missing_map_and_empty_folder(data, tmp_path):
     error(SEG, seg_options(root), img_dir, "holds no images ending in '.jpg'")
 
 
+def test_unreadable_files_and_malformed_annotations_are_named(data, tmp_path):
+    """The remaining one-sentence errors, one per broken file: a COCO file that is a JSON list or has no
+    categories, a seg split file with no names, an image or a label map that cannot be read, a classification
+    list naming an image that is not there (3-, 4- and 5-class sets)."""
+    coco = copy_data(data['coco'], tmp_path)
+    path = osp.join(coco, 'annotations', 'train.json')
+    ann = json.load(open(path))
+    json.dump([ann], open(path, 'w'))
+    error(DET, det_options(coco), path, 'holds a JSON list, not a COCO dict')
+    json.dump(dict(ann, categories=[]), open(path, 'w'))
+    error(DET, det_options(coco), path, 'no usable "categories" list', 'one entry per class')
+
+    ade = copy_data(data['ade'], tmp_path)
+    opts = seg_options(ade)
+    split = osp.join(ade, 'train_split.txt')
+    open(split, 'w').close()
+    opts['train_dataloader.dataset.ann_file'] = 'train_split.txt'
+    error(SEG, opts, split, 'is empty', 'one image name', "ann_file=''")
+    with open(split, 'w') as f:
+        f.write('training_00001\ntraining_00003\n')
+    check(SEG, opts)  # the listed images only
+    img = osp.join(ade, 'images', 'training', 'training_00003.jpg')
+    with open(img, 'wb') as f:
+        f.write(b'not a jpeg')
+    msg = error(SEG, opts, img, 'the image cannot be read', 'valid image file')
+    assert msg.startswith(img)
+    seg = osp.join(ade, 'annotations', 'training', 'training_00001.png')
+    with open(seg, 'wb') as f:
+        f.write(b'\x89PNG broken')
+    msg = error(SEG, opts, seg, 'the label map cannot be read', 'single-channel PNG')
+    assert msg.startswith(seg)
+
+    shapes = copy_data(data['imagenet'], tmp_path)
+    first = open(osp.join(shapes, 'meta', 'val.txt')).readline().split()[0]
+    os.remove(osp.join(shapes, 'val', first))
+    error(CLS, cls_options(shapes, ann=True), osp.join(shapes, 'meta', 'val.txt'), 'line 1 names',
+          osp.join(shapes, 'val', first), 'does not exist', 'data_prefix')
+
+
 def test_seg_label_maps_are_sampled_with_a_cap(data, monkeypatch):
     """At most SAMPLE_LABEL_MAPS label maps are decoded per dataset, spread over the list (first/last in)."""
     from PIL import Image
@@ -295,10 +334,151 @@ def test_video_zero_byte_unreadable_and_missing_videos(data, tmp_path):
     assert msg.startswith(video)
     with open(video, 'wb') as f:
         f.write(os.urandom(4096))
-    msg = error(VIDEO, video_options(root), video, 'cannot be opened as a video by decord', 're-encode')
+    msg = error(VIDEO, video_options(root), video, 'cannot be opened or decoded as a video by decord', 're-encode')
     assert len(msg) < 600
     os.remove(video)
     error(VIDEO, video_options(root), 'line 6 names', video, 'does not exist', 'data_prefix')
+
+
+def corrupt_frames(path):
+    """Zero the coded frames of an mp4 after its first 30 %: the container header (and the first frame) still
+    read, later frames do not decode (a video damaged in the middle)."""
+    with open(path, 'rb') as f:
+        raw = f.read()
+    start, end = raw.find(b'mdat') + 4, raw.find(b'moov') - 4
+    assert 0 < start < end, 'PyAV writes mdat before moov'
+    cut = start + (end - start) * 3 // 10
+    with open(path, 'wb') as f:
+        f.write(raw[:cut] + bytes(end - cut) + raw[end:])
+
+
+def test_video_whose_frames_do_not_decode_fails_before_training(data, tmp_path):
+    import decord
+    root = copy_data(data['video'], tmp_path)
+    video = osp.join(root, 'videos', 'train', 'swipe_left_001.mp4')
+    corrupt_frames(video)
+    assert len(decord.VideoReader(video, num_threads=1)) == 8  # its header opens: a header-only check passes it
+    msg = error(VIDEO, video_options(root), video, 'line 5 of',
+                'cannot be opened or decoded as a video by decord', 're-encode')
+    assert msg.startswith(video) and len(msg) < 600
+
+
+def test_video_checks_add_the_decode_guard_hook(data):
+    cfg = check(VIDEO, video_options(data['video']))
+    hooks = [h['type'] for h in cfg.custom_hooks]
+    assert hooks.count('mmposmlp.NameUndecodableVideosHook') == 1
+    from mmposmlp.engine.dataset_checks import add_video_decode_guard
+    assert add_video_decode_guard(cfg, ['train_dataloader']) is False  # added once
+    cfg = check(CLS, cls_options(data['imagenet']))
+    assert 'NameUndecodableVideosHook' not in str(cfg.get('custom_hooks'))  # no videos, no hook
+
+
+def test_named_video_transform_turns_decoder_errors_into_one_sentence(data, tmp_path):
+    """The wrapped mmaction transforms, called as the dataset calls them; and the text torch's DataLoader
+    makes of a worker's exception is cut back to the sentence."""
+    from mmaction.datasets.transforms import DecordDecode, DecordInit
+    from mmcv.transforms import Compose
+
+    from mmposmlp.engine.dataset_checks import (NamedVideoTransform, UndecodableVideoError,
+                                                name_undecodable_videos)
+    root = copy_data(data['video'], tmp_path)
+    video = osp.join(root, 'videos', 'train', 'swipe_left_001.mp4')
+    corrupt_frames(video)
+
+    class Dataset:
+        ann_file = osp.join(root, 'train_list.txt')
+        pipeline = Compose([DecordInit(), dict(type='mmaction.SampleFrames', clip_len=8, num_clips=1),
+                            DecordDecode()])
+
+    ds = Dataset()
+    wrapper = type('Wrapper', (), dict(dataset=ds))()  # e.g. RepeatDataset
+    assert name_undecodable_videos(wrapper) == 2 and name_undecodable_videos(wrapper) == 0
+    assert [type(t).__name__ for t in ds.pipeline.transforms] == ['NamedVideoTransform', 'SampleFrames',
+                                                                  'NamedVideoTransform']
+    good = ds.pipeline(dict(filename=osp.join(root, 'videos', 'train', 'swipe_left_000.mp4'), start_index=0,
+                            modality='RGB'))
+    assert good['imgs'][0].shape == (64, 64, 3) and len(good['imgs']) == 8
+    with pytest.raises(UndecodableVideoError) as info:
+        ds.pipeline(dict(filename=video, start_index=0, modality='RGB'))
+    msg = str(info.value)
+    assert msg.startswith(f'{video} (listed in {Dataset.ann_file}) failed in DecordDecode (')
+    assert '\n' not in msg and msg.endswith('.') and 'remove its line from the list' in msg
+    assert type(info.value.__cause__).__name__ == 'DECORDError'
+    # torch.utils.data._utils.ExceptionWrapper.reraise: type(exc)(f'Caught ... Original {traceback}')
+    import traceback
+
+    from torch.utils.data._utils import ExceptionWrapper
+    try:
+        raise info.value
+    except UndecodableVideoError:
+        wrapped = ExceptionWrapper(where='in DataLoader worker process 0')
+    assert wrapped.exc_msg.startswith('Traceback') and 'DECORDError' in wrapped.exc_msg  # reraise adds 'Original '
+    with pytest.raises(UndecodableVideoError) as again:
+        wrapped.reraise()
+    assert str(again.value) == msg, traceback.format_exception(again.value)
+    assert repr(NamedVideoTransform(DecordInit(), 'x')) == repr(DecordInit())
+
+
+def run_tool(name, argv, capsys):
+    """tools/<name>.py as the command line runs it (run_cli: exit code, one ERROR line), in this process:
+    (exit code, stderr)."""
+    import importlib.util
+
+    from conftest import drop_new_mmengine_instances, mmengine_instance_names
+    from mmposmlp.engine.entry import run_cli
+    spec = importlib.util.spec_from_file_location(f'mmposmlp_tool_{name}', repo_path('tools', f'{name}.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    before = mmengine_instance_names()
+    capsys.readouterr()
+    try:
+        code = run_cli(tool.main, [str(a) for a in argv])
+    finally:
+        drop_new_mmengine_instances(before)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_video_failing_past_the_pre_flight_sample_stops_train_and_test_naming_it(data, tmp_path, monkeypatch,
+                                                                                 capsys):
+    """tools/train.py / tools/test.py on the toy PosMLP-Video (3 classes): a video outside the pre-flight sample
+    that does not decode stops the run with the one-sentence error naming it, in the main process (train
+    loader) and from a DataLoader worker (val and test loaders, num_workers=1)."""
+    import mmposmlp.engine.dataset_checks as dc
+    monkeypatch.setattr(dc, 'SAMPLE_VIDEOS', 2)  # the first and the last video of each list
+    root = copy_data(data['video'], tmp_path)
+    cfg = str(tmp_path / 'gestures.py')
+    tool = repo_path('tools', 'misc', 'make_custom_config.py')
+    code, err = run_tool('misc/make_custom_config', [repo_path('configs', 'posmlp_video', 'toy',
+                                                               'posmlp-video-s_toy-k400.py'), root, '--out', cfg],
+                         capsys)
+    assert code == 0 and osp.isfile(cfg), (tool, err)
+    opts = ['--cfg-options', 'train_cfg.max_epochs=1', 'train_cfg.val_interval=1', 'val_dataloader.num_workers=1',
+            'test_dataloader.num_workers=1']
+
+    def one_sentence(err, video, listed, transform):
+        assert err.count('\n') == 1 and 'Traceback' not in err, err
+        assert err.startswith(f'ERROR: {video} (listed in {listed}) failed in {transform} ('), err
+        assert 'remove its line from the list' in err and err.rstrip().endswith('opened and decoded).')
+
+    train_bad = osp.join(root, 'videos', 'train', 'swipe_left_000.mp4')  # line 2 of 6: not sampled
+    corrupt_frames(train_bad)
+    code, err = run_tool('train', [cfg, '--work-dir', tmp_path / 'w1'] + opts, capsys)
+    assert code == 1
+    one_sentence(err, train_bad, osp.join(root, 'train_list.txt'), 'DecordDecode')
+
+    shutil.copy(osp.join(data['video'], 'videos', 'train', 'swipe_left_000.mp4'), train_bad)
+    val_bad = osp.join(root, 'videos', 'val', 'swipe_left_000.mp4')  # line 2 of 3: not sampled
+    corrupt_frames(val_bad)
+    code, err = run_tool('train', [cfg, '--work-dir', tmp_path / 'w2'] + opts, capsys)
+    assert code == 1
+    one_sentence(err, val_bad, osp.join(root, 'val_list.txt'), 'DecordDecode')
+    ckpt = tmp_path / 'w2' / 'epoch_1.pth'
+    assert ckpt.is_file()  # the training epoch ran; its validation stopped
+    code, err = run_tool('test', [cfg, ckpt, '--work-dir', tmp_path / 'w3'] + opts[:1] + opts[-1:], capsys)
+    assert code == 1
+    one_sentence(err, val_bad, osp.join(root, 'val_list.txt'), 'DecordDecode')
 
 
 # ------------------------------------------------------------------ classification (folders, ann files)

@@ -126,8 +126,9 @@ def make_custom_ade(out_dir: str, classes: Sequence[str] = DEFAULT_CLASSES['ade'
 
 
 def make_custom_video(out_dir: str, classes: Sequence[str] = DEFAULT_CLASSES['video'], seed: int = 0,
-                      splits=(('train', 2), ('val', 1)), frames: int = 8, hw=(48, 48)) -> str:
-    """Video lists: in class k a blob of colour group k // 4 moves in direction k % 4."""
+                      splits=(('train', 2), ('val', 1)), frames: int = 8, hw=(64, 64)) -> str:
+    """Video lists: in class k a blob of colour group k // 4 moves in direction k % 4. (decord 0.6 cannot
+    decode 48-pixel-wide mp4 frames: its frames come back with 4 channels.)"""
     cv2 = _cv2()
     rng = np.random.default_rng([seed, 103])
     h, w = hw

@@ -11,8 +11,11 @@ ends the run with one sentence naming the file, what was found and the fix:
   evaluator map predictions through it);
 * segmentation: label values within ``[0, num_classes)`` or the ignore index after ``reduce_zero_label``,
   ``reduce_zero_label`` agreeing between dataset and pipeline, label maps of the size of their image;
-* video / classification lists: labels within ``[0, num_classes)``, non-empty lists; videos that exist,
-  are not empty and whose container header opens.
+* video / classification lists: labels within ``[0, num_classes)``, non-empty lists; videos that exist
+  and are not empty (every one, up to ``MAX_VIDEO_STATS``); ``SAMPLE_VIDEOS`` of them per list open and
+  decode (decord: first and last frame). Videos outside that sample are not decoded before the run: the
+  added :class:`NameUndecodableVideosHook` turns a failure while the run reads one into one sentence naming
+  it (instead of the decoder's traceback).
 
 Cost is bounded on large datasets (caps below): list files are read as text (linear, no decoding); COCO
 files up to ``COCO_FULL_PARSE_BYTES`` are parsed, larger ones are only scanned for their top-level
@@ -25,10 +28,13 @@ import os.path as osp
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from mmengine.hooks import Hook
+
 from mmposmlp.engine.entry import REAL_DATA_HINT, TOY_HINT, UserError, is_local_path
+from mmposmlp.registry import HOOKS
 
 SAMPLE_LABEL_MAPS = 64  # label maps decoded per dataset (sizes and values)
-SAMPLE_VIDEO_HEADERS = 32  # videos whose container header is opened per dataset
+SAMPLE_VIDEOS = 32  # videos opened and partly decoded per dataset (the others: see NameUndecodableVideosHook)
 MAX_VIDEO_STATS = 20000  # videos checked for existence / zero size per dataset (os.stat only)
 SAMPLE_IMAGES = 64  # images checked for existence per dataset
 COCO_FULL_PARSE_BYTES = 64 << 20  # COCO json files larger than this are scanned, not parsed
@@ -378,6 +384,8 @@ def _evenly(items: Sequence, cap: int) -> list:
     n = len(items)
     if n <= cap:
         return list(items)
+    if cap <= 1:
+        return list(items[:cap])
     return [items[round(i * (n - 1) / (cap - 1))] for i in range(cap)]
 
 
@@ -509,22 +517,36 @@ def _check_labels(path, rows, n, what, where, cfg):
                             f'{FIX_TOOL}.')
 
 
-def _open_video_header(path, decoder) -> None:
+def _open_video(path, decoder) -> None:
+    """Open ``path`` with the pipeline's decoder and decode what that decoder reads first: decord its first
+    and last frame (one ``get_batch``, as DecordDecode calls it), PyAV and OpenCV their first frame."""
     if decoder == 'decord':
         import decord
-        decord.VideoReader(path, num_threads=1)
+        reader = decord.VideoReader(path, num_threads=1)
+        if len(reader) == 0:
+            raise OSError('no frames')
+        reader.get_batch(sorted({0, len(reader) - 1})).asnumpy()
     elif decoder == 'opencv':
         import cv2
         cap = cv2.VideoCapture(path)
-        ok = cap.isOpened()
-        cap.release()
-        if not ok:
-            raise OSError('OpenCV cannot open it')
+        try:
+            if not cap.isOpened():
+                raise OSError('OpenCV cannot open it')
+            if not cap.read()[0]:
+                raise OSError('OpenCV decodes no frame')
+        finally:
+            cap.release()
     else:
         import av
         with av.open(path) as c:
             if not c.streams.video:
                 raise OSError('no video stream')
+            next(c.decode(video=0))
+
+
+def _first_line(exc: BaseException, limit=160) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__
 
 
 def _video_decoder(ds) -> str:
@@ -566,15 +588,15 @@ def _check_video(cfg, ds, cls, where, root):
     if rawframes:
         return
     decoder = _video_decoder(ds)
-    for i, p in _evenly(paths, SAMPLE_VIDEO_HEADERS):
+    for i, p in _evenly(paths, SAMPLE_VIDEOS):
         try:
-            _open_video_header(p, decoder)
+            _open_video(p, decoder)
         except ImportError:
             return
         except Exception as e:  # noqa: BLE001  (decoders raise their own error types)
-            msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
-            raise UserError(f'{p} (line {i} of {ann}) cannot be opened as a video by {decoder} ({msg}): '
-                            're-encode or re-download it, or remove its line from the list.') from e
+            raise UserError(f'{p} (line {i} of {ann}) cannot be opened or decoded as a video by {decoder} '
+                            f'({_first_line(e)}): re-encode or re-download it, or remove its line from the '
+                            'list.') from e
 
 
 def _check_classification(cfg, ds, cls, where, root):
@@ -631,6 +653,96 @@ def _check_classification(cfg, ds, cls, where, root):
                   f'outputs are never trained as targets (or let {FIX_TOOL}).', flush=True)
 
 
+# ------------------------------------------------------------------ videos that fail while the run reads them
+VIDEO_READERS = ('DecordInit', 'DecordDecode', 'PyAVInit', 'PyAVDecode', 'PyAVDecodeMotionVector', 'OpenCVInit',
+                 'OpenCVDecode', 'PIMSInit', 'PIMSDecode')
+
+
+class UndecodableVideoError(UserError):
+    """A video the pipeline could not open or decode during the run, in one sentence naming it.
+
+    torch's DataLoader re-raises a worker's exception as ``type(exc)('Caught ... Original Traceback ...')``;
+    that text is cut back to the sentence raised in the worker."""
+
+    def __init__(self, message: str):
+        marker = f'{type(self).__name__}: '
+        if '\nOriginal Traceback' in message and marker in message:
+            message = message.rsplit(marker, 1)[1].strip()
+        super().__init__(message)
+
+
+class NamedVideoTransform:
+    """A video-reading transform of mmaction (``VIDEO_READERS``) whose failures name the file and its list."""
+
+    def __init__(self, transform, ann_file: str):
+        self.transform = transform
+        self.ann_file = ann_file
+
+    def __call__(self, results):
+        try:
+            return self.transform(results)
+        except UserError:
+            raise
+        except Exception as e:  # noqa: BLE001  (decoders raise their own error types)
+            name = type(self.transform).__name__
+            raise UndecodableVideoError(
+                f'{results.get("filename")} (listed in {self.ann_file}) failed in {name} ({_first_line(e)}): '
+                're-encode or re-download it, or remove its line from the list (before a run only '
+                f'{SAMPLE_VIDEOS} videos per list, spread over it, are opened and decoded).') from e
+
+    def __repr__(self):
+        return repr(self.transform)
+
+
+def name_undecodable_videos(dataset) -> int:
+    """Wrap the video-reading transforms of ``dataset`` (and the datasets it wraps) in
+    :class:`NamedVideoTransform`; returns how many were wrapped (already wrapped ones are left)."""
+    count = 0
+    for sub in [getattr(dataset, 'dataset', None)] + list(getattr(dataset, 'datasets', None) or []):
+        if sub is not None and sub is not dataset:
+            count += name_undecodable_videos(sub)
+    transforms = getattr(getattr(dataset, 'pipeline', None), 'transforms', None)
+    if isinstance(transforms, list):
+        for i, t in enumerate(transforms):
+            if type(t).__name__ in VIDEO_READERS:
+                transforms[i] = NamedVideoTransform(t, str(getattr(dataset, 'ann_file', '')))
+                count += 1
+    return count
+
+
+@HOOKS.register_module()
+class NameUndecodableVideosHook(Hook):
+    """Before the run reads data, make a video that fails to open or decode (anywhere in the lists, also
+    past the pre-flight sample) stop the run with :class:`UndecodableVideoError` naming it."""
+    priority = 'VERY_HIGH'
+
+    def before_run(self, runner) -> None:
+        from mmengine.runner import BaseLoop
+        for attr in ('_train_loop', '_val_loop', '_test_loop'):
+            loop = getattr(runner, attr, None)
+            if isinstance(loop, BaseLoop):
+                name_undecodable_videos(getattr(getattr(loop, 'dataloader', None), 'dataset', None))
+
+
+def add_video_decode_guard(cfg, loaders) -> bool:
+    """Add :class:`NameUndecodableVideosHook` to ``cfg.custom_hooks`` when a loader reads videos."""
+    videos = False
+    for loader in loaders:
+        lcfg = cfg.get(loader)
+        if not isinstance(lcfg, dict):
+            continue
+        for ds, _ in _leaf_datasets(lcfg.get('dataset'), loader):
+            pipe = ds.get('pipeline') or []
+            videos |= any(isinstance(t, dict) and str(t.get('type', '')).split('.')[-1] in VIDEO_READERS
+                          for t in pipe)
+    hooks = list(cfg.get('custom_hooks') or [])
+    if not videos or any(isinstance(h, dict) and str(h.get('type', '')).split('.')[-1] == 'NameUndecodableVideosHook'
+                         for h in hooks):
+        return False
+    cfg.custom_hooks = hooks + [dict(type='mmposmlp.NameUndecodableVideosHook')]
+    return True
+
+
 # ------------------------------------------------------------------ entry point
 def check_dataset_contents(cfg, loaders) -> None:
     """Content checks (see the module docstring) of every leaf dataset and evaluator of ``loaders``."""
@@ -661,7 +773,9 @@ def check_dataset_contents(cfg, loaders) -> None:
 
 
 def check_datasets(cfg, loaders, scope) -> None:
-    """Every path exists, then the data fits the config; raises :class:`UserError` with one sentence."""
+    """Every path exists, then the data fits the config; raises :class:`UserError` with one sentence. For
+    video datasets it also adds :class:`NameUndecodableVideosHook` to ``cfg.custom_hooks``: the videos not in
+    the pre-flight sample are checked as the run reads them."""
     missing = missing_dataset_paths(cfg, loaders)
     if missing:
         path, key = missing[0]
@@ -669,3 +783,4 @@ def check_datasets(cfg, loaders, scope) -> None:
         raise UserError(f'dataset not found: {path} does not exist ({key}){more}. '
                         f'{REAL_DATA_HINT.get(scope, "put the dataset there")}, or {TOY_HINT}.')
     check_dataset_contents(cfg, loaders)
+    add_video_decode_guard(cfg, loaders)
