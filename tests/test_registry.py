@@ -35,6 +35,7 @@ BACKBONES = {
                                    window_sizes=[(4, 4, 4), (4, 4, 4), (4, 2, 2), (4, 2, 2)])), [8, 16, 16, 32],
                     ('mmaction3d', )),
     'SwinTransformerIMLP': (dict(arch=SWIN, pad_small_map=True), [32, 64, 128, 256], ('mmpretrain', )),
+    'SwinPEG': (dict(arch=SWIN, pad_small_map=True), [32, 64, 128, 256], ('mmpretrain', )),
     'VisionTransformerIMLP': (dict(arch=dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),
                                    img_size=64), [32], ('mmpretrain', )),
     'PoolFormerIMLP': (dict(arch=dict(layers=[1, 1, 1, 1], embed_dims=[16, 32, 64, 128], mlp_ratios=[2, 2, 2, 2],

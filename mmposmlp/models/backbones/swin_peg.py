@@ -6,73 +6,112 @@ Chu et al., "Conditional Positional Encodings for Vision Transformers", ICLR 202
 default has no absolute PE (``use_abs_pos_embed=False``) and a GAP head already; its window
 relative-position bias is kept. Everything else is mmpretrain's ``SwinTransformer`` (same keys, so
 Swin checkpoints load with only the ``pegs.*`` missing).
+
+mmpretrain is imported only when the class is first used (built from a config or accessed as
+``swin_peg.SwinPEG``), so ``import mmposmlp.models`` imports no downstream library.
 """
 from typing import Optional, Sequence
 
 from mmengine.model import ModuleList
-from mmpretrain.models.backbones import SwinTransformer
-from mmpretrain.models.utils import resize_pos_embed
 
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.registry import MODELS
 
+_CLASSES = {}
 
-@MODELS.register_module()
-class SwinPEG(SwinTransformer):
-    """mmpretrain ``SwinTransformer`` with one :class:`mmposmlp.PEG` per stage.
 
-    Args:
-        peg_positions (Sequence[int]): block index inside each stage after which the PEG is applied
-            (one value for all stages). Default (0, ) = "position 0 of each stage" (Sec. 4.5).
-        peg_cfg (dict, optional): kwargs of :class:`mmposmlp.PEG` (default depthwise 3x3, zero padding).
-        **kwargs: every ``SwinTransformer`` argument (arch, img_size, drop_path_rate, out_indices,
-            use_abs_pos_embed, ...).
+def _make_swin_peg() -> type:
+    from mmpretrain.models.backbones import SwinTransformer
+    from mmpretrain.models.utils import resize_pos_embed
+    return _define(SwinTransformer, resize_pos_embed)
 
-    Params (1000 classes, GAP head): Swin-T 28,288,354 + 10 x (96 + 192 + 384 + 768) = 28,302,754.
-    """
 
-    def __init__(self, *args, peg_positions: Sequence[int] = (0, ), peg_cfg: Optional[dict] = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        depths = [len(stage.blocks) for stage in self.stages]
-        self.peg_positions = tuple(sorted(set(int(p) for p in peg_positions)))
-        bad = [p for p in self.peg_positions if not 0 <= p < min(depths)]
-        if bad:
-            raise ValueError(f'SwinPEG peg_positions {bad} out of range: each stage has {depths} blocks')
-        peg_cfg = dict(peg_cfg or {})
-        self.pegs = ModuleList([
-            ModuleList([PEG(stage.embed_dims, **peg_cfg) for _ in self.peg_positions])
-            for stage in self.stages])
+def get_swin_peg_class() -> type:
+    """The :class:`SwinPEG` class (defined on first use, on top of mmpretrain's ``SwinTransformer``)."""
+    if 'SwinPEG' not in _CLASSES:
+        try:
+            _CLASSES['SwinPEG'] = _make_swin_peg()
+        except ImportError as e:
+            raise ImportError(f'SwinPEG needs mmpretrain (pip install mmpretrain): {e}') from e
+    return _CLASSES['SwinPEG']
 
-    def _run_stage(self, i, stage, x, hw_shape):
-        for j, block in enumerate(stage.blocks):
-            x = block(x, hw_shape)
-            if j in self.peg_positions:
-                x = self.pegs[i][self.peg_positions.index(j)](x, hw_shape)
-        if stage.downsample is not None and self.out_after_downsample:
-            x, out_shape = stage.downsample(x, hw_shape)
-        else:
-            out_shape = hw_shape
-        return x, out_shape
 
-    def forward(self, x):
-        x, hw_shape = self.patch_embed(x)
-        if self.use_abs_pos_embed:
-            x = x + resize_pos_embed(self.absolute_pos_embed, self.patch_resolution, hw_shape,
-                                     self.interpolate_mode, self.num_extra_tokens)
-        x = self.drop_after_pos(x)
-        outs = []
-        for i, stage in enumerate(self.stages):
-            x, hw_shape = self._run_stage(i, stage, x, hw_shape)
-            if i in self.out_indices:
-                out = getattr(self, f'norm{i}')(x)
-                outs.append(out.view(-1, *hw_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
-            if stage.downsample is not None and not self.out_after_downsample:
-                x, hw_shape = stage.downsample(x, hw_shape)
-        return tuple(outs)
+def __getattr__(name):  # PEP 562: a lazy class, picklable as swin_peg.SwinPEG
+    if name == 'SwinPEG':
+        return get_swin_peg_class()
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
-    def _freeze_stages(self):
-        super()._freeze_stages()
-        for i in range(min(self.frozen_stages, len(getattr(self, 'pegs', ())))):
-            self.pegs[i].eval()
-            for p in self.pegs[i].parameters():
-                p.requires_grad = False
+
+def _build_swin_peg(*args, **kwargs):
+    return get_swin_peg_class()(*args, **kwargs)
+
+
+_build_swin_peg.__name__ = _build_swin_peg.__qualname__ = 'SwinPEG'
+_build_swin_peg.__doc__ = 'Build :class:`SwinPEG` (see mmposmlp.models.backbones.swin_peg).'
+MODELS.register_module(name='SwinPEG', module=_build_swin_peg)
+
+
+def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream class)
+
+    class SwinPEG(SwinTransformer):
+        """mmpretrain ``SwinTransformer`` with one :class:`mmposmlp.PEG` per stage.
+
+        Args:
+            peg_positions (Sequence[int]): block index inside each stage after which the PEG is applied
+                (one value for all stages). Default (0, ) = "position 0 of each stage" (Sec. 4.5).
+            peg_cfg (dict, optional): kwargs of :class:`mmposmlp.PEG` (default depthwise 3x3, zero padding).
+            **kwargs: every ``SwinTransformer`` argument (arch, img_size, drop_path_rate, out_indices,
+                use_abs_pos_embed, ...).
+
+        Params (1000 classes, GAP head): Swin-T 28,288,354 + 10 x (96 + 192 + 384 + 768) = 28,302,754.
+        """
+
+        def __init__(self, *args, peg_positions: Sequence[int] = (0, ), peg_cfg: Optional[dict] = None, **kwargs):
+            super().__init__(*args, **kwargs)
+            depths = [len(stage.blocks) for stage in self.stages]
+            self.peg_positions = tuple(sorted(set(int(p) for p in peg_positions)))
+            bad = [p for p in self.peg_positions if not 0 <= p < min(depths)]
+            if bad:
+                raise ValueError(f'SwinPEG peg_positions {bad} out of range: each stage has {depths} blocks')
+            peg_cfg = dict(peg_cfg or {})
+            self.pegs = ModuleList([
+                ModuleList([PEG(stage.embed_dims, **peg_cfg) for _ in self.peg_positions])
+                for stage in self.stages])
+
+        def _run_stage(self, i, stage, x, hw_shape):
+            for j, block in enumerate(stage.blocks):
+                x = block(x, hw_shape)
+                if j in self.peg_positions:
+                    x = self.pegs[i][self.peg_positions.index(j)](x, hw_shape)
+            if stage.downsample is not None and self.out_after_downsample:
+                x, out_shape = stage.downsample(x, hw_shape)
+            else:
+                out_shape = hw_shape
+            return x, out_shape
+
+        def forward(self, x):
+            x, hw_shape = self.patch_embed(x)
+            if self.use_abs_pos_embed:
+                x = x + resize_pos_embed(self.absolute_pos_embed, self.patch_resolution, hw_shape,
+                                         self.interpolate_mode, self.num_extra_tokens)
+            x = self.drop_after_pos(x)
+            outs = []
+            for i, stage in enumerate(self.stages):
+                x, hw_shape = self._run_stage(i, stage, x, hw_shape)
+                if i in self.out_indices:
+                    out = getattr(self, f'norm{i}')(x)
+                    outs.append(out.view(-1, *hw_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
+                if stage.downsample is not None and not self.out_after_downsample:
+                    x, hw_shape = stage.downsample(x, hw_shape)
+            return tuple(outs)
+
+        def _freeze_stages(self):
+            super()._freeze_stages()
+            for i in range(min(self.frozen_stages, len(getattr(self, 'pegs', ())))):
+                self.pegs[i].eval()
+                for p in self.pegs[i].parameters():
+                    p.requires_grad = False
+
+    SwinPEG.__module__ = __name__
+    SwinPEG.__qualname__ = 'SwinPEG'
+    return SwinPEG
