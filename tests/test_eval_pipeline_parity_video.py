@@ -17,9 +17,12 @@ cannot be run here; PyAV is PySlowFast's default backend.
 The Something-Something V1 test loader (``datasets/sth.py``, frame folders) takes per segment the frame
 ``round(seg * i) + int(seg / (views + 1) * (k + 1))`` (``get_seq_frames``, mmaction's ``UniformSample``
 test mode), reads it with ``cv2.imdecode`` and keeps BGR, resizes the short side to TEST_CROP_SIZE and
-crops at spatial index ``i % NUM_SPATIAL_CROPS`` (0, the first crop, for one crop).
+crops at spatial index ``i % NUM_SPATIAL_CROPS`` (0, the first crop, for one crop). The official
+Something-Something V2 configs (``configs/SSV2/SSV2_MLP_*.yaml``) select the same ``sth`` loader on frame
+folders named ``{:06d}.jpg`` (not ``datasets/ssv2.py``); the SSv2 test builds our configs' own test dataset
+on such folders.
 
-Every PosMLP-Video Kinetics and SSv1 config's ``test_pipeline`` + ``data_preprocessor`` must give every
+Every PosMLP-Video Kinetics, SSv1 and SSv2 config's ``test_pipeline`` + ``data_preprocessor`` must give every
 view within one grey level of the reference; mmaction2's own ``SampleFrames`` / ``Resize`` /
 ``ThreeCrop`` / ``CenterCrop`` must not (so the test can fail).
 """
@@ -251,9 +254,8 @@ def _sthv1_configs():
     return files
 
 
-@pytest.fixture(scope='module')
-def frame_dirs(tmp_path_factory):
-    """Folders of 1-based JPEG frames (cv2-encoded, as extracted SSv1 frames), every frame different."""
+def _write_frame_dirs(tmp_path_factory, template):
+    """Folders of 1-based JPEG frames (cv2-encoded, as extracted SSv1/SSv2 frames), every frame different."""
     import cv2
     out = []
     for w, h, n in FRAME_DIRS:
@@ -263,10 +265,15 @@ def frame_dirs(tmp_path_factory):
             img = np.stack([128 + 100 * np.sin(xx / (7 + 2 * c) + t / 3 + c) * np.cos(yy / 11 - t / 5)
                             for c in range(3)], -1)
             img[:, (t * 5) % (w - 8):(t * 5) % (w - 8) + 8] = (0, 40, 250)
-            cv2.imwrite(str(folder / OFFICIAL_SSV1['IMAGE_TEMPLATE'].format(t + 1)),
+            cv2.imwrite(str(folder / template.format(t + 1)),
                         np.clip(img, 0, 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, 90])
         out.append((str(folder), n))
     return out
+
+
+@pytest.fixture(scope='module')
+def frame_dirs(tmp_path_factory):
+    return _write_frame_dirs(tmp_path_factory, OFFICIAL_SSV1['IMAGE_TEMPLATE'])
 
 
 def _official_sth_views(folder, video_length, num_crops, facts=OFFICIAL_SSV1):
@@ -347,3 +354,69 @@ def test_mmaction_default_frame_pipeline_differs_from_official(crops, frame_dirs
     for folder, n in frame_dirs:
         grey = _max_grey(_ours_frames(stock, pre, folder, n), _official_sth_views(folder, n, crops), 1, facts)
         assert grey > 10, f'{osp.basename(folder)}: mmaction2 default pipeline only {grey:.2f} grey levels off'
+
+
+# official facts (configs/SSV2/SSV2_MLP_{S,B}{16,32}.yaml: TRAIN/TEST.DATASET sth, IMAGE_TEMPLATE "{:06d}.jpg",
+# TEST_CROP_SIZE 224, no MEAN/STD override; paper Sec. 4.2: 1 clip x 3 crops), as data
+OFFICIAL_SSV2 = dict(OFFICIAL_SSV1, IMAGE_TEMPLATE='{:06d}.jpg', NUM_SPATIAL_CROPS=3)
+
+
+def _sthv2_configs():
+    files = sorted(glob.glob(osp.join(ROOT, 'configs', 'posmlp_video', '*sthv2*.py')))
+    assert files, 'no PosMLP-Video SSv2 config found'
+    return files
+
+
+@pytest.fixture(scope='module')
+def sthv2_frame_dirs(tmp_path_factory):
+    """SSv2 frame folders with their annotation list ("folder num_frames label", the official list format)."""
+    dirs = _write_frame_dirs(tmp_path_factory, OFFICIAL_SSV2['IMAGE_TEMPLATE'])
+    ann = tmp_path_factory.mktemp('ann') / 'sthv2_val_list_rawframes.txt'
+    ann.write_text(''.join(f'{osp.basename(folder)} {n} {i}\n' for i, (folder, n) in enumerate(dirs)))
+    return str(ann), osp.dirname(dirs[0][0]), dirs
+
+
+def _ours_dataset(cfg, ann_file, root):
+    """Network inputs of every item of the config's own test dataset (its type, file name template and
+    start index) built on ``ann_file`` / ``root``."""
+    key = ('ours-dataset', repr(cfg.test_dataloader.dataset), repr(cfg.model.data_preprocessor), ann_file)
+    if key not in _CACHE:
+        from mmengine.registry import DefaultScope
+        from mmaction.registry import DATASETS, MODELS
+        pre_cfg = {k: v for k, v in cfg.model.data_preprocessor.items() if k != 'blending'}
+        with DefaultScope.overwrite_default_scope('mmaction'):
+            import mmaction.datasets  # noqa: F401
+            import mmaction.models  # noqa: F401
+            import mmposmlp.datasets  # noqa: F401
+            dataset = DATASETS.build(dict(cfg.test_dataloader.dataset, ann_file=ann_file,
+                                          data_prefix=dict(img=root)))
+            pre = MODELS.build(pre_cfg)
+        out = []
+        for i in range(len(dataset)):
+            packed = dataset[i]
+            out.append(pre(dict(inputs=[packed['inputs']], data_samples=[packed['data_samples']]),
+                           False)['inputs'][0])
+        _CACHE[key] = out
+    return _CACHE[key]
+
+
+@pytest.mark.parametrize('cfg_path', _sthv2_configs(), ids=lambda p: osp.basename(p)[:-3])
+def test_sthv2_test_input_matches_official(cfg_path, sthv2_frame_dirs):
+    from mmengine.config import Config
+    cfg = Config.fromfile(cfg_path)
+    if 'shuffle-test' in cfg_path:  # the Table 6 shuffle test: the base pipeline + ShuffleFrames
+        pipeline = cfg.test_dataloader.dataset.pipeline
+        types = [t['type'] for t in pipeline]
+        base = Config.fromfile(cfg_path.replace('_shuffle-test', '')).test_dataloader.dataset.pipeline
+        i = types.index('mmposmlp.ShuffleFrames')
+        assert pipeline[:i] + pipeline[i + 1:] == base, 'the shuffle test must differ from its base by ShuffleFrames'
+        return
+    mean, std = cfg.model.data_preprocessor['mean'], cfg.model.data_preprocessor['std']
+    assert mean == [OFFICIAL_SSV2['MEAN'] * 255] * 3 and std == [OFFICIAL_SSV2['STD'] * 255] * 3
+    ann_file, root, dirs = sthv2_frame_dirs
+    ours = _ours_dataset(cfg, ann_file, root)
+    assert len(ours) == len(dirs)
+    for (folder, n), view in zip(dirs, ours):
+        ref = _official_sth_views(folder, n, OFFICIAL_SSV2['NUM_SPATIAL_CROPS'], OFFICIAL_SSV2)
+        grey = _max_grey(view, ref, OFFICIAL_SSV2['NUM_ENSEMBLE_VIEWS'], OFFICIAL_SSV2)
+        assert grey <= 1.0 + 1e-3, f'{osp.basename(cfg_path)} / {osp.basename(folder)}: {grey:.2f} grey levels'

@@ -28,6 +28,10 @@ model = dict(
         # PySlowFast's DATA.MEAN / DATA.STD defaults (0.45 / 0.225 x 255), which no official yaml overrides
         mean=[114.75, 114.75, 114.75],
         std=[57.375, 57.375, 57.375],
+        # the official SSV2_MLP_*.yaml use the frame-folder loader datasets/sth.py (TRAIN/TEST.DATASET: sth),
+        # which reads frames with cv2.imdecode and never converts them: the network sees BGR in training
+        # and testing; to_rgb flips our RGB-decoded frames into that order
+        to_rgb=True,
         format_shape='NCTHW',
         blending=dict(
             type='RandomBatchAugment',
@@ -44,19 +48,20 @@ model = dict(
         label_smooth_eps=0.1,
         average_clips='prob'))
 
-dataset_type = 'VideoDataset'
-data_root = 'data/sthv2/videos'
-data_root_val = 'data/sthv2/videos'
-ann_file_train = 'data/sthv2/sthv2_train_list_videos.txt'
-ann_file_val = 'data/sthv2/sthv2_val_list_videos.txt'
-ann_file_test = 'data/sthv2/sthv2_val_list_videos.txt'
+# Frame folders, as the official loader: SSV2_MLP_*.yaml read datasets/sth.py lists "path num_frames label"
+# (LABEL_PATH_TEMPLATE somesomev2_rgb_{}_split.txt) of 1-based frames IMAGE_TEMPLATE "{:06d}.jpg", which is
+# mmaction2's rawframes format (RawframeDataset, start_index 1, filename_tmpl '{:06}.jpg').
+dataset_type = 'RawframeDataset'
+data_root = 'data/sthv2/rawframes'
+data_root_val = 'data/sthv2/rawframes'
+ann_file_train = 'data/sthv2/sthv2_train_list_rawframes.txt'
+ann_file_val = 'data/sthv2/sthv2_val_list_rawframes.txt'
+ann_file_test = 'data/sthv2/sthv2_val_list_rawframes.txt'
 
 file_client_args = dict(io_backend='disk')
-# Decoding: decord as in mmaction2 (PyAV: DecordInit/DecordDecode -> PyAVInit/PyAVDecode).
 train_pipeline = [
-    dict(type='DecordInit', **file_client_args),
     dict(type='UniformSample', clip_len=16),
-    dict(type='DecordDecode'),
+    dict(type='RawFrameDecode', **file_client_args),
     dict(type='RandomRescale', scale_range=(256, 320)),  # short side in [256, 320] (SlowFast jitter)
     dict(type='RandomCrop', size=224),
     dict(type='RandomErasing', erase_prob=0.25, mode='rand'),
@@ -64,20 +69,22 @@ train_pipeline = [
     dict(type='PackActionInputs')
 ]
 val_pipeline = [
-    dict(type='DecordInit', **file_client_args),
     dict(type='UniformSample', clip_len=16, test_mode=True),
-    dict(type='DecordDecode'),
+    dict(type='RawFrameDecode', **file_client_args),
     dict(type='Resize', scale=(-1, 256)),
     dict(type='CenterCrop', crop_size=224),
     dict(type='FormatShape', input_format='NCTHW'),
     dict(type='PackActionInputs')
 ]
+# Test as the official Something-Something loader (datasets/sth.py, test mode, which SSV2_MLP_*.yaml select)
+# with the paper's 1 clip x 3 crops: UniformSample's test mode is its get_seq_frames; short side to 224
+# (long side floored, torch bilinear on float frames), uniform_crop first / centre / last (centre offsets
+# rounded up; mmaction's Resize rounds the long side, ThreeCrop floors the offsets).
 test_pipeline = [  # 1 clip x 3 crops
-    dict(type='DecordInit', **file_client_args),
     dict(type='UniformSample', clip_len=16, test_mode=True),
-    dict(type='DecordDecode'),
-    dict(type='Resize', scale=(-1, 224)),
-    dict(type='ThreeCrop', crop_size=224),
+    dict(type='RawFrameDecode', **file_client_args),
+    dict(type='mmposmlp.SlowFastShortSideResize', scale=224),
+    dict(type='mmposmlp.SlowFastUniformCrop', crop_size=224, spatial_indices=(0, 1, 2)),
     dict(type='FormatShape', input_format='NCTHW'),
     dict(type='PackActionInputs')
 ]
@@ -90,7 +97,8 @@ train_dataloader = dict(
     dataset=dict(
         type=dataset_type,
         ann_file=ann_file_train,
-        data_prefix=dict(video=data_root),
+        data_prefix=dict(img=data_root),
+        filename_tmpl='{:06}.jpg',
         pipeline=train_pipeline))
 val_dataloader = dict(
     batch_size=8,
@@ -100,7 +108,8 @@ val_dataloader = dict(
     dataset=dict(
         type=dataset_type,
         ann_file=ann_file_val,
-        data_prefix=dict(video=data_root_val),
+        data_prefix=dict(img=data_root_val),
+        filename_tmpl='{:06}.jpg',
         pipeline=val_pipeline,
         test_mode=True))
 test_dataloader = dict(
@@ -111,7 +120,8 @@ test_dataloader = dict(
     dataset=dict(
         type=dataset_type,
         ann_file=ann_file_test,
-        data_prefix=dict(video=data_root_val),
+        data_prefix=dict(img=data_root_val),
+        filename_tmpl='{:06}.jpg',
         pipeline=test_pipeline,
         test_mode=True))
 
