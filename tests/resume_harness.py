@@ -6,6 +6,8 @@ A kill point is ``KIND:N``:
 * ``val:N``   - in the validation that follows iteration N, after its second batch;
 * ``write:N`` - while the checkpoint of iteration N is being written (half its bytes are on disk).
 
+With ``KILL_RANK=R`` in the environment only rank R of a distributed run kills itself.
+
 ``run_chain`` runs the config once per kill point (each resuming the previous one with ``--resume``) and
 a last time to the end. :func:`assert_same_run` compares final weights, EMA weights, optimizer and
 scheduler state, the random states in the final checkpoint and every logged loss and metric.
@@ -35,6 +37,11 @@ def _spec():
     spec = os.environ.get('KILL_AT')
     if not spec:
         return None, None
+    only = os.environ.get('KILL_RANK')  # distributed runs: only this rank dies, the others must notice
+    if only is not None:
+        from mmengine.dist import get_rank
+        if get_rank() != int(only):
+            return None, None
     kind, n = spec.split(':')
     return kind, int(n)
 
