@@ -111,13 +111,24 @@ def write_case(dirpath, base_config, extra='', iters=8, ckpt=2, val=4, workers=0
     return path
 
 
-def launch(config, work_dir, cwd, kill_at=None, resume=False, timeout=900, launcher_cmd=None):
+def launch(config, work_dir, cwd, kill_at=None, resume=False, timeout=900, launcher_cmd=None, extra_args=(),
+           kill_rank=None):
+    """Run ``launcher_cmd`` (default: python tools/train.py) CONFIG [extra_args...] --work-dir WORK_DIR."""
     env = dict(os.environ, OMP_NUM_THREADS='1',
                PYTHONPATH=os.pathsep.join([ROOT, osp.dirname(config), os.environ.get('PYTHONPATH', '')]))
+    env['PATH'] = osp.dirname(sys.executable) + os.pathsep + env.get('PATH', '')  # `python` of the shell launchers
     env.pop('KILL_AT', None)
+    env.pop('KILL_RANK', None)
     if kill_at:
         env['KILL_AT'] = kill_at
-    cmd = (launcher_cmd or [sys.executable, TRAIN]) + [config, '--work-dir', work_dir]
+    if kill_rank is not None:
+        env['KILL_RANK'] = str(kill_rank)
+    cmd = (launcher_cmd or [sys.executable, TRAIN]) + [config]
+    if launcher_cmd:  # tools/dist_train.sh CONFIG GPUS ...: GPUS comes first
+        cmd += list(extra_args)
+    cmd += ['--work-dir', work_dir]
+    if not launcher_cmd:
+        cmd += list(extra_args)
     if resume:
         cmd.append('--resume')
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
