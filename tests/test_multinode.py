@@ -204,7 +204,8 @@ def _slurm_job(cluster, cwd, cfg, work, job, resume=False, kill_at=None):
         env.pop(k, None)
     if kill_at:
         env.update(KILL_AT=kill_at, KILL_RANK='1')
-    cmd = ['bash', repo_path('tools', 'slurm_train.sh'), 'debug', job, cfg, str(work)] + (['--resume'] if resume else [])
+    cmd = ['bash', repo_path('tools', 'slurm_train.sh'), 'debug', job, cfg, str(work)]
+    cmd += ['--resume'] if resume else []
     t0 = time.time()
     res = subprocess.run(['timeout', '540'] + cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     return res.returncode, res.stdout + res.stderr, time.time() - t0
