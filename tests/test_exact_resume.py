@@ -269,6 +269,7 @@ val_dataloader = dict(dataset=dict(indices=4))
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # six 8-iteration runs; Mask R-CNN took over 15 min on the loaded 2-vCPU VM
 @pytest.mark.parametrize('workers', [0, 2])
 @pytest.mark.parametrize('case', sorted(FAMILY_CASES))
 def test_every_family_killed_four_times_resumes_bit_identically(case, workers, toy_data, tmp_path):

@@ -212,6 +212,7 @@ def _slurm_job(cluster, cwd, cfg, work, job, resume=False, kill_at=None):
 
 
 @pytest.mark.slow  # ~4 min on 2 shared cores: three 2-process PosMLP-T runs
+@pytest.mark.timeout(1800)
 @pytest.mark.slurm
 def test_two_slurm_nodes_agree_and_resume_exactly_after_a_rank_is_killed(slurm_two_nodes, toy_data, tmp_path):
     """tools/slurm_train.sh, 2 nodes x 1 task, gloo, the stochastic PosMLP-T toy (drop path, Mixup/CutMix, EMA):
