@@ -353,3 +353,4 @@ custom_hooks = [dict(type='KillAtHook'), dict(type='RecordSamplesHook')]
     assert [one[3], one[4]] == [order[16:20], order[20:24]]
     seen = [i for rec in two for it in (1, 2) for i in rec[it]] + one[3] + one[4]
     assert sorted(seen) == list(range(24))  # the epoch exactly once
+

@@ -29,6 +29,7 @@ one at the first stochastic layer. :class:`ExactResumeHook` closes that gap:
 Exactness needs a fixed ``randomness.seed`` (otherwise mmengine seeds the data workers and the sampler
 with a new random seed in every run) and an iteration-based loop, or checkpoints at epoch ends.
 """
+import os
 import os.path as osp
 import random
 from typing import Optional
@@ -202,6 +203,23 @@ def batches_to_skip(dataloader, iters_done: int, saved_world: int, world: int):
     return skip, exact, epochs * covered(saved_world) + consumed
 
 
+_FORKED_CHILDREN_END_WITH_PARENT = False
+
+
+def forked_children_end_with_parent() -> None:
+    """Every process this one forks from now on (the data loader's workers) gets SIGKILL when it dies.
+
+    Without it, a SIGKILLed training process leaves its ``num_workers`` workers behind: they block forever
+    writing prefetched batches into a full pipe whose read end a sibling still holds, and keep the job's
+    output pipes (and memory) open."""
+    global _FORKED_CHILDREN_END_WITH_PARENT
+    if _FORKED_CHILDREN_END_WITH_PARENT or not hasattr(os, 'register_at_fork'):
+        return
+    from mmposmlp.utils.dist import end_with_parent
+    os.register_at_fork(after_in_child=end_with_parent)
+    _FORKED_CHILDREN_END_WITH_PARENT = True
+
+
 @HOOKS.register_module()
 class ExactResumeHook(Hook):
     """Saves and restores the per-rank random states and re-runs an interrupted validation (see the
@@ -211,6 +229,7 @@ class ExactResumeHook(Hook):
     priority = 'LOW'
 
     def __init__(self):
+        forked_children_end_with_parent()  # before the train loop forks its first data workers
         self._pending: Optional[dict] = None
         self._resumed: Optional[dict] = None
         self._val_state: Optional[dict] = None
