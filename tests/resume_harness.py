@@ -6,6 +6,8 @@ A kill point is ``KIND:N``:
 * ``val:N``   - in the validation that follows iteration N, after its second batch;
 * ``write:N`` - while the checkpoint of iteration N is being written (half its bytes are on disk).
 
+With ``KILL_RANK=R`` in the environment only rank R of a distributed run kills itself.
+
 ``run_chain`` runs the config once per kill point (each resuming the previous one with ``--resume``) and
 a last time to the end. :func:`assert_same_run` compares final weights, EMA weights, optimizer and
 scheduler state, the random states in the final checkpoint and every logged loss and metric.
@@ -35,6 +37,11 @@ def _spec():
     spec = os.environ.get('KILL_AT')
     if not spec:
         return None, None
+    only = os.environ.get('KILL_RANK')  # distributed runs: only this rank dies, the others must notice
+    if only is not None:
+        from mmengine.dist import get_rank
+        if get_rank() != int(only):
+            return None, None
     kind, n = spec.split(':')
     return kind, int(n)
 
@@ -104,13 +111,24 @@ def write_case(dirpath, base_config, extra='', iters=8, ckpt=2, val=4, workers=0
     return path
 
 
-def launch(config, work_dir, cwd, kill_at=None, resume=False, timeout=900, launcher_cmd=None):
+def launch(config, work_dir, cwd, kill_at=None, resume=False, timeout=900, launcher_cmd=None, extra_args=(),
+           kill_rank=None):
+    """Run ``launcher_cmd`` (default: python tools/train.py) CONFIG [extra_args...] --work-dir WORK_DIR."""
     env = dict(os.environ, OMP_NUM_THREADS='1',
                PYTHONPATH=os.pathsep.join([ROOT, osp.dirname(config), os.environ.get('PYTHONPATH', '')]))
+    env['PATH'] = osp.dirname(sys.executable) + os.pathsep + env.get('PATH', '')  # `python` of the shell launchers
     env.pop('KILL_AT', None)
+    env.pop('KILL_RANK', None)
     if kill_at:
         env['KILL_AT'] = kill_at
-    cmd = (launcher_cmd or [sys.executable, TRAIN]) + [config, '--work-dir', work_dir]
+    if kill_rank is not None:
+        env['KILL_RANK'] = str(kill_rank)
+    cmd = (launcher_cmd or [sys.executable, TRAIN]) + [config]
+    if launcher_cmd:  # tools/dist_train.sh CONFIG GPUS ...: GPUS comes first
+        cmd += list(extra_args)
+    cmd += ['--work-dir', work_dir]
+    if not launcher_cmd:
+        cmd += list(extra_args)
     if resume:
         cmd.append('--resume')
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

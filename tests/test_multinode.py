@@ -3,7 +3,11 @@ addresses, created here and removed afterwards; the ranks talk only over it), an
 runs 1 process per node with NNODES=2 / NODE_RANK / MASTER_ADDR / PORT, gloo. Both ranks end with the
 same weights; a run whose node 0 is killed (SIGKILL to its launcher) ends on both nodes and, resumed
 with --resume, ends bit-identical to the uninterrupted 2-node run. Skipped with a reason where network
-namespaces cannot be created (not root, no `ip`)."""
+namespaces cannot be created (not root, no `ip`).
+
+The same through Slurm (``slow``, ~4 min): tools/misc/slurm_cluster.sh with NODES=2 runs one slurmd per
+namespace, tools/slurm_train.sh runs 2 nodes x 1 task of the stochastic PosMLP-T toy; rank 1 is SIGKILLed
+mid-run and --resume ends bit-identical to the uninterrupted 2-node run."""
 import os
 import shutil
 import signal
@@ -133,3 +137,117 @@ def test_two_nodes_in_network_namespaces_agree_and_resume_exactly(two_nodes, toy
     for k in a['state_dict']:
         assert torch.equal(a['state_dict'][k], b['state_dict'][k]), k
     assert len(b['resume_state']['rng']) == 2
+
+
+# ---- the same 2-node job through Slurm: two slurmd nodes, each in its own network namespace ----------------------
+SLURM_ITERS = 6
+WHERE_HOOK = '''
+
+
+@HOOKS.register_module()
+class WhereHook(Hook):
+    """Each rank writes where it ran: rank, Slurm node name and its address on the cluster network."""
+    def before_train(self, runner):
+        import socket
+        from mmengine.dist import get_rank
+        ifname = os.environ.get('GLOO_SOCKET_IFNAME', '')
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.connect((os.environ['MASTER_ADDR'], 9))  # no packet is sent: only picks the route's source address
+        with open(os.path.join(runner.work_dir, f'where_rank{get_rank()}.txt'), 'w') as f:
+            f.write(f"{os.environ.get('SLURMD_NODENAME')} {s.getsockname()[0]} {ifname}")
+        s.close()
+'''
+
+
+@pytest.fixture(scope='module')
+def slurm_two_nodes():
+    """A throw-away 2-node Slurm cluster (tools/misc/slurm_cluster.sh with NODES=2): slurmctld here, one slurmd
+    per network namespace. Yields the env a job needs; everything is removed afterwards."""
+    import socket
+    import tempfile
+    if os.geteuid() != 0:
+        pytest.skip('the 2-node Slurm cluster needs root (network namespaces, munged, slurmd)')
+    if shutil.which('ip') is None or shutil.which('nsenter') is None:
+        pytest.skip('the 2-node Slurm cluster needs `ip` (iproute2) and `nsenter` (util-linux)')
+    if shutil.which('slurmctld') is None and shutil.which('apt-get') is None:
+        pytest.skip('Slurm is not installed and apt-get is not available')
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(('', 0))
+            return s.getsockname()[1]
+
+    base = tempfile.mkdtemp(prefix='mmposmlp-slurm2n-', dir='/tmp')
+    os.chmod(base, 0o755)  # munged needs o+x on every parent of its socket
+    recipe = repo_path('tools', 'misc', 'slurm_cluster.sh')
+    env = dict(os.environ, NODES='2', CTLD_PORT=str(free_port()), SLURMD_PORT=str(free_port()), FAKE_GPUS='0',
+               PARTITION='debug')
+    try:
+        res = subprocess.run(['bash', recipe, 'up', base], env=env, capture_output=True, text=True, timeout=300)
+        if res.returncode in (3, 4):
+            pytest.skip(f'cannot start a 2-node Slurm cluster here (rc={res.returncode}): {res.stderr.strip()[-300:]}')
+        assert res.returncode == 0, res.stderr[-3000:]
+        exports = dict(line[len('export '):].split('=', 1) for line in res.stdout.splitlines()
+                       if line.startswith('export '))
+        assert exports.keys() == {'SLURM_CONF', 'GLOO_SOCKET_IFNAME'}, res.stdout
+        exports['PATH'] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')
+        yield exports
+    finally:
+        subprocess.run(['bash', recipe, 'down', base], env=env, capture_output=True, timeout=120)
+        assert not os.path.exists(base)
+
+
+def _slurm_job(cluster, cwd, cfg, work, job, resume=False, kill_at=None):
+    env = dict(os.environ, OMP_NUM_THREADS='1', GPUS='2', GPUS_PER_NODE='1', CPUS_PER_TASK='1',
+               PYTHONPATH=os.pathsep.join([repo_path(), os.path.dirname(cfg)]), **cluster)
+    for k in ('KILL_AT', 'KILL_RANK', 'MASTER_ADDR', 'MASTER_PORT'):
+        env.pop(k, None)
+    if kill_at:
+        env.update(KILL_AT=kill_at, KILL_RANK='1')
+    cmd = ['bash', repo_path('tools', 'slurm_train.sh'), 'debug', job, cfg, str(work)]
+    cmd += ['--resume'] if resume else []
+    t0 = time.time()
+    res = subprocess.run(['timeout', '540'] + cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return res.returncode, res.stdout + res.stderr, time.time() - t0
+
+
+@pytest.mark.slow  # ~4 min on 2 shared cores: three 2-process PosMLP-T runs
+@pytest.mark.timeout(1800)
+@pytest.mark.slurm
+def test_two_slurm_nodes_agree_and_resume_exactly_after_a_rank_is_killed(slurm_two_nodes, toy_data, tmp_path):
+    """tools/slurm_train.sh, 2 nodes x 1 task, gloo, the stochastic PosMLP-T toy (drop path, Mixup/CutMix, EMA):
+    both ranks run on different nodes and end with the same weights; rank 1 killed with SIGKILL in iteration 5
+    ends the job, and --resume (from iter_4) ends bit-identical to the uninterrupted 2-node run."""
+    from resume_harness import ROOT, assert_same_run, toy_cwd, write_case
+    cwd = toy_cwd(tmp_path, toy_data)
+    extra = """
+custom_imports = dict(imports=['mmposmlp.models', 'kill_hook'], allow_failed_imports=False)
+custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), dict(type='KillAtHook'),
+                dict(type='mmposmlp.SaveRankWeightsHook'), dict(type='WhereHook')]
+"""
+    cfg = write_case(str(tmp_path / 'cfg'), os.path.join(ROOT, 'configs', 'posmlp', 'toy', 'posmlp-t_toy-in1k.py'),
+                     extra, iters=SLURM_ITERS)
+    with open(tmp_path / 'cfg' / 'kill_hook.py', 'a') as f:
+        f.write(WHERE_HOOK)
+
+    ref = tmp_path / 'ref'
+    rc, log, took = _slurm_job(slurm_two_nodes, cwd, cfg, ref, 'mmposmlp-2n-ref')
+    assert rc == 0, log[-4000:]
+    print(f'uninterrupted 2-node Slurm run: {took:.1f} s')
+    assert 'Distributed launcher: slurm' in log
+    where = sorted((ref / f'where_rank{r}.txt').read_text().split() for r in (0, 1))
+    assert [w[0] for w in where] == ['node0', 'node1'], where  # one task per node
+    assert where[0][1] != where[1][1] and all(w[2] == slurm_two_nodes['GLOO_SOCKET_IFNAME'] for w in where), where
+    r0, r1 = (torch.load(ref / f'rank{r}_final.pth', weights_only=True)['params'] for r in (0, 1))
+    assert len(r0) > 10 and r0.keys() == r1.keys() and all(torch.equal(v, r1[k]) for k, v in r0.items())
+
+    work = tmp_path / 'killed'
+    rc, log, took = _slurm_job(slurm_two_nodes, cwd, cfg, work, 'mmposmlp-2n-kill', kill_at='iter:5')
+    print(f'run whose rank 1 was killed in iteration 5 ended after {took:.1f} s')
+    assert rc != 0, log[-4000:]
+    assert (work / 'iter_4.pth').is_file() and not (work / f'iter_{SLURM_ITERS}.pth').exists(), os.listdir(work)
+    rc, log, took = _slurm_job(slurm_two_nodes, cwd, cfg, work, 'mmposmlp-2n-resume', resume=True)
+    assert rc == 0, log[-4000:]
+    assert 'iter_4.pth' in log
+    assert_same_run(str(ref), str(work), SLURM_ITERS, with_ema=True)
+    assert len(safe_torch_load(str(work / f'iter_{SLURM_ITERS}.pth'))['resume_state']['rng']) == 2

@@ -20,13 +20,16 @@ one at the first stochastic layer. :class:`ExactResumeHook` closes that gap:
 * Rank 0 records each finished validation in ``<work_dir>/validation_done`` (replaced atomically). A
   resumed run whose checkpoint was written just before a validation that never finished runs that
   validation first; this includes the final one, which mmengine would otherwise skip.
-* A different world size is refused (the per-rank batches and streams cannot be mapped onto another
-  number of processes) unless ``resume_allow_world_size_change=True`` is set (``tools/train.py
-  --resume-world-size-change``).
+* A different world size is refused (the per-rank random streams cannot be mapped onto another number of
+  processes) unless ``resume_allow_world_size_change=True`` is set (``tools/train.py
+  --resume-world-size-change``); then the random states are not restored, and every process skips as many
+  batches as it takes for all of them together to skip the samples the old processes consumed
+  (:func:`batches_to_skip`), not mmengine's ``iter`` batches each.
 
 Exactness needs a fixed ``randomness.seed`` (otherwise mmengine seeds the data workers and the sampler
 with a new random seed in every run) and an iteration-based loop, or checkpoints at epoch ends.
 """
+import os
 import os.path as osp
 import random
 from typing import Optional
@@ -126,12 +129,15 @@ def _iteration_based(loop) -> bool:
 
 
 class _RestoreAfterSkip:
-    """Wraps the loop's data iterator: after ``skip`` batches (mmengine's resume skip) call ``on_skipped``
-    once, right before the next batch is loaded."""
+    """Wraps the loop's data iterator on resume. mmengine's loop skips the already-trained batches by calling
+    ``next`` ``skip`` times; those calls are answered without loading anything, and at the first real batch
+    ``real_skip`` batches are loaded and dropped instead (the same number unless the world size changed, see
+    :func:`batches_to_skip`), then ``on_skipped`` runs once, right before the next batch is loaded."""
 
-    def __init__(self, iterator, skip: int, on_skipped):
+    def __init__(self, iterator, skip: int, on_skipped, real_skip: Optional[int] = None):
         self._iterator = iterator
         self._skip = skip
+        self._real_skip = skip if real_skip is None else real_skip
         self._seen = 0
         self._on_skipped = on_skipped
 
@@ -139,14 +145,79 @@ class _RestoreAfterSkip:
         return self
 
     def __next__(self):
-        if self._seen == self._skip and self._on_skipped is not None:
-            self._on_skipped()
-            self._on_skipped = None
-        self._seen += 1
+        if self._seen < self._skip:
+            self._seen += 1
+            return None  # mmengine's skip discards what it gets
+        if self._real_skip is not None:
+            for _ in range(self._real_skip):
+                next(self._iterator)
+            self._real_skip = None
+            if self._on_skipped is not None:
+                self._on_skipped()
+                self._on_skipped = None
         return next(self._iterator)
 
     def __getattr__(self, name):
         return getattr(self._iterator, name)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def batches_to_skip(dataloader, iters_done: int, saved_world: int, world: int):
+    """``(batches, exact, consumed)``: how many batches each of ``world`` processes skips so that together they
+    skip the samples ``saved_world`` processes consumed in ``iters_done`` iterations (same per-process batch size).
+
+    mmengine's :class:`DefaultSampler` and :class:`InfiniteSampler` draw one permutation per epoch (or one
+    endless stream) from the seed alone and give rank ``r`` the positions ``r, r + world, ...`` of it, so
+    ``n`` processes after ``k`` iterations of ``b`` samples have consumed the first ``n*k*b`` positions of the
+    current epoch (``DefaultSampler``: after ``k // batches_per_epoch`` whole epochs, which map onto whole
+    epochs). ``exact`` is False when that position is not a whole number of the new run's steps (it is rounded
+    down: those samples train again), when ``drop_last`` drops a different tail of an epoch for the two sizes,
+    or when the sampler is neither of the two."""
+    from mmengine.dataset import DefaultSampler, InfiniteSampler
+    sampler = getattr(dataloader, 'sampler', None)
+    b = getattr(dataloader, 'batch_size', None)
+    if not b or not isinstance(sampler, (DefaultSampler, InfiniteSampler)):
+        return iters_done * saved_world // world, False, None
+    step = b * world
+    if isinstance(sampler, InfiniteSampler):
+        consumed = iters_done * b * saved_world
+        return consumed // step, consumed % step == 0, consumed
+    n = len(sampler.dataset)
+    drop_last = bool(getattr(dataloader, 'drop_last', False))
+
+    def per_epoch(w):  # batches one rank (rank 0: the largest share) gets per epoch
+        share = _ceil_div(n, w)  # rank 0 has the largest share, with or without round_up
+        return share // b if drop_last else _ceil_div(share, b)
+
+    def covered(w):  # positions of the permutation one epoch of w processes trains on
+        return min(per_epoch(w) * b * w, n)
+
+    epochs, in_epoch = divmod(iters_done, per_epoch(saved_world))
+    consumed = min(in_epoch * b * saved_world, n)
+    skip = epochs * per_epoch(world) + consumed // step
+    # whole epochs map onto whole epochs; with drop_last they may drop different tails of the permutation
+    exact = consumed % step == 0 and (epochs == 0 or covered(saved_world) == covered(world))
+    return skip, exact, epochs * covered(saved_world) + consumed
+
+
+_FORKED_CHILDREN_END_WITH_PARENT = False
+
+
+def forked_children_end_with_parent() -> None:
+    """Every process this one forks from now on (the data loader's workers) gets SIGKILL when it dies.
+
+    Without it, a SIGKILLed training process leaves its ``num_workers`` workers behind: they block forever
+    writing prefetched batches into a full pipe whose read end a sibling still holds, and keep the job's
+    output pipes (and memory) open."""
+    global _FORKED_CHILDREN_END_WITH_PARENT
+    if _FORKED_CHILDREN_END_WITH_PARENT or not hasattr(os, 'register_at_fork'):
+        return
+    from mmposmlp.utils.dist import end_with_parent
+    os.register_at_fork(after_in_child=end_with_parent)
+    _FORKED_CHILDREN_END_WITH_PARENT = True
 
 
 @HOOKS.register_module()
@@ -158,10 +229,12 @@ class ExactResumeHook(Hook):
     priority = 'LOW'
 
     def __init__(self):
+        forked_children_end_with_parent()  # before the train loop forks its first data workers
         self._pending: Optional[dict] = None
         self._resumed: Optional[dict] = None
         self._val_state: Optional[dict] = None
         self._validation_check = None
+        self._world_change = None
 
     # ---- saving -------------------------------------------------------------------------------
     def _capture_all(self, runner, iteration: int, epoch: int, at_epoch_end: bool) -> None:
@@ -219,13 +292,15 @@ class ExactResumeHook(Hook):
                     f'the checkpoint was written by {saved} processes and this run has {world}: resume with '
                     f'{saved} processes, or pass --resume-world-size-change (config key '
                     f'{ALLOW_WORLD_SIZE_CHANGE}=True) to continue with {world} processes, not bit-identically.')
-            runner.logger.warning(f'resuming a {saved}-process checkpoint with {world} processes: random states '
-                                  'are not restored and the data order differs from an uninterrupted run.')
+            self._world_change = (saved, world)
             return
         self._resumed = state
 
     def before_train(self, runner) -> None:
         state, self._resumed = self._resumed, None
+        change, self._world_change = self._world_change, None
+        if change is not None:
+            self._skip_for_new_world_size(runner, *change)
         if state is None:
             return
         loop = runner.train_loop
@@ -243,6 +318,23 @@ class ExactResumeHook(Hook):
                                                          lambda: restore_rng_state(rng))
         else:
             restore_rng_state(rng)
+
+    def _skip_for_new_world_size(self, runner, saved: int, world: int) -> None:
+        loop = runner.train_loop
+        note = (f'resuming a {saved}-process checkpoint with {world} processes: random states are not restored '
+                '(the run is not bit-identical to an uninterrupted one)')
+        if not _iteration_based(loop) or loop.iter == 0:
+            runner.logger.warning(note + '; the data continue at the next epoch.')
+            return
+        skip, exact, consumed = batches_to_skip(loop.dataloader, loop.iter, saved, world)
+        if consumed is None:
+            what = f'{skip} batches per process ({loop.iter} x {saved} / {world}; the sampler is not mmengine\'s)'
+        else:
+            what = (f'{skip} batches per process, the {consumed} samples the {saved} processes consumed' if exact
+                    else f'{skip} batches per process, rounded down from the {consumed} samples the {saved} '
+                         'processes consumed (the rest train again)')
+        runner.logger.warning(f'{note}; skipping {what}.')
+        loop.dataloader_iterator = _RestoreAfterSkip(loop.dataloader_iterator, loop.iter, None, real_skip=skip)
 
     def before_train_epoch(self, runner) -> None:
         check, self._validation_check = getattr(self, '_validation_check', None), None

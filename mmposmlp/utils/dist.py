@@ -52,6 +52,19 @@ def slurm_master_port(job_id, base: int = 20000, span: int = 20000) -> int:
     return base + int(job_id) % span
 
 
+def _slurm_node_addr(node: str) -> str:
+    """The address Slurm itself uses for ``node`` (its ``NodeAddr``, which defaults to the node name)."""
+    try:
+        out = subprocess.run(['scontrol', 'show', 'node', '-o', node], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return node
+    for field in out.split():
+        if field.startswith('NodeAddr=') and len(field) > len('NodeAddr='):
+            return field[len('NodeAddr='):]
+    return node
+
+
 def _slurm_master_addr() -> str:
     nodelist = os.environ.get('SLURM_NODELIST') or os.environ.get('SLURM_JOB_NODELIST')
     if not nodelist:
@@ -61,6 +74,7 @@ def _slurm_master_addr() -> str:
                                timeout=30, check=True).stdout.split()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         first = nodelist.split(',')[0]
+    first = _slurm_node_addr(first)
     try:
         socket.gethostbyname(first)
         return first
