@@ -50,6 +50,8 @@ TRAINED_BY = {  # checkpoint name -> the config (and any --cfg-options) that tra
     'posmlp-video-s_8xb120_in1k.pth': 'configs/posmlp_video/posmlp-video-s_8xb120_in1k.py',
     'posmlp-video-b_8xb120_in1k.pth': 'configs/posmlp_video/posmlp-video-b_8xb120_in1k.py',
     'posmlp-video-l_8xb120_in1k.pth': 'configs/posmlp_video/posmlp-video-l_8xb120_in1k.py',
+    # CPVT Table 5 "fixed (learned init)" starts its frozen PEG from a trained CPVT-Ti (PEG 0-1)
+    'cpvt-ti-peg0-1_in1k_mmposmlp.pth': 'configs/cpvt/paper_tables/cpvt-ti-peg0-1_8xb128_in1k.py',
 }
 for _arch in ('s', 'm', 'b'):
     TRAINED_BY[f'wavemlp-{_arch}-dw_in1k_mmposmlp.pth'] = f'configs/wavemlp/wavemlp-{_arch}-dw_8xb128_in1k.py'
