@@ -28,6 +28,8 @@ import re
 import pytest
 import torch
 
+from param_schedules import build_param_schedulers, step_param_schedulers
+
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 _MMDET2_1X = dict(policy='step', warmup='linear', warmup_iters=500, warmup_ratio=0.001, step=[8, 11])
@@ -144,19 +146,11 @@ def test_dense_recipes_identical_across_sizes():
 @pytest.mark.parametrize('name', _params(sorted(OFFICIAL), lambda n: n not in _LR_FAST))
 def test_dense_lr_curve_matches_mmcv1(name):
     from mmengine.optim import OptimWrapper
-    from mmengine.registry import PARAM_SCHEDULERS, DefaultScope
     off = OFFICIAL[name]
     cfg = _cfg(name)
     p = torch.nn.Parameter(torch.zeros(1))
     ow = OptimWrapper(torch.optim.AdamW([p], lr=cfg.optim_wrapper.optimizer.lr))
-    scheds = []
-    with DefaultScope.overwrite_default_scope(_scope(name)):
-        for s in copy.deepcopy(cfg.param_scheduler):
-            if s.pop('convert_to_iter_based', False):
-                cls = PARAM_SCHEDULERS.get(s.pop('type'))
-                scheds.append(cls.build_iter_from_epoch(ow, epoch_length=EPOCH_LENGTH, **s))
-            else:
-                scheds.append(PARAM_SCHEDULERS.build(dict(s, optimizer=ow)))
+    scheds = build_param_schedulers(cfg, ow, EPOCH_LENGTH, _scope(name))
     if 'max_epochs' in off:
         assert cfg.train_cfg.max_epochs == off['max_epochs']
         its = range(off['max_epochs'] * EPOCH_LENGTH)
@@ -167,13 +161,7 @@ def test_dense_lr_curve_matches_mmcv1(name):
         epoch = it // EPOCH_LENGTH
         ours, ref = ow.optimizer.param_groups[0]['lr'], mmcv1_lr(off, it, epoch)
         assert math.isclose(ours, ref, rel_tol=1e-9, abs_tol=1e-15), (name, it, ours, ref)
-        for s in scheds:
-            if not s.by_epoch:
-                s.step()
-        if (it + 1) % EPOCH_LENGTH == 0:
-            for s in scheds:
-                if s.by_epoch:
-                    s.step()
+        step_param_schedulers(scheds, it, EPOCH_LENGTH)
 
 
 @pytest.mark.parametrize('name', _params(sorted(OFFICIAL), lambda n: n not in _OPT_FAST))

@@ -14,6 +14,8 @@ import os.path as osp
 import pytest
 import torch
 
+from param_schedules import build_param_schedulers, step_param_schedulers
+
 timm = pytest.importorskip('timm')
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -52,30 +54,6 @@ def _timm_scheduler(optimizer, epoch_length):
                              warmup_prefix=OFFICIAL['warmup_prefix'])
 
 
-def _our_schedulers(cfg, ow, epoch_length):
-    from mmengine.registry import PARAM_SCHEDULERS, DefaultScope
-    out = []
-    with DefaultScope.overwrite_default_scope('mmpretrain'):
-        for s in copy.deepcopy(cfg.param_scheduler):
-            if s.pop('convert_to_iter_based', False):
-                cls = PARAM_SCHEDULERS.get(s.pop('type'))
-                out.append(cls.build_iter_from_epoch(ow, epoch_length=epoch_length, **s))
-            else:
-                out.append(PARAM_SCHEDULERS.build(dict(s, optimizer=ow)))
-    return out
-
-
-def _step(schedulers, it, epoch_length):
-    """mmengine's ParamSchedulerHook after iteration ``it``."""
-    for s in schedulers:
-        if not s.by_epoch:
-            s.step()
-    if (it + 1) % epoch_length == 0:
-        for s in schedulers:
-            if s.by_epoch:
-                s.step()
-
-
 @pytest.mark.parametrize('path', sorted(CONFIGS))
 def test_swin_imlp_recipe_arguments(path):
     cfg = _cfg(path)
@@ -103,12 +81,12 @@ def test_swin_imlp_lr_matches_official_every_iteration(path):
     ref_opt = torch.optim.AdamW([p], lr=OFFICIAL['base_lr'] * SCALE)
     ref = _timm_scheduler(ref_opt, length)
     ow = OptimWrapper(torch.optim.AdamW([q], lr=cfg.optim_wrapper.optimizer.lr))
-    ours = _our_schedulers(cfg, ow, length)
+    ours = build_param_schedulers(cfg, ow, length, 'mmpretrain')
     for it in range(OFFICIAL['epochs'] * length):
         a, b = ow.optimizer.param_groups[0]['lr'], ref_opt.param_groups[0]['lr']
         assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-18), (path, it, a, b)
         ref.step_update(it)  # main.py: after step `it`, with its index
-        _step(ours, it, length)
+        step_param_schedulers(ours, it, length)
     assert OFFICIAL['min_lr'] * SCALE < ow.optimizer.param_groups[0]['lr'] < 1.001 * OFFICIAL['min_lr'] * SCALE
 
 
@@ -156,7 +134,7 @@ def test_swin_imlp_training_steps_match_official():
     with DefaultScope.overwrite_default_scope('mmpretrain'):
         import mmpretrain.engine  # noqa: F401
         ow = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
-    ours = _our_schedulers(cfg, ow, 1)
+    ours = build_param_schedulers(cfg, ow, 1, 'mmpretrain')
     decay = [prm for n, prm in ref_model.named_parameters() if _official_decays(n, prm)]
     no_decay = [prm for n, prm in ref_model.named_parameters() if not _official_decays(n, prm)]
     ref_opt = torch.optim.AdamW([{'params': decay}, {'params': no_decay, 'weight_decay': 0.}],
@@ -174,7 +152,7 @@ def test_swin_imlp_training_steps_match_official():
         model.train()
         loss, _ = model.parse_losses(model.loss(x, [DataSample().set_gt_label(int(t)) for t in y]))
         ow.update_params(loss)
-        _step(ours, it, 1)
+        step_param_schedulers(ours, it, 1)
         torch.manual_seed(1000 + it)
         ref_model.train()
         ref_loss = criterion(ref_model(x, mode='tensor'), y)

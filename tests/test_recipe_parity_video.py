@@ -21,6 +21,8 @@ import os.path as osp
 import pytest
 import torch
 
+from param_schedules import build_param_schedulers, step_param_schedulers
+
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 # configs/SSV1/SSV1_MLP_S16.yaml (+ slowfast/config/defaults.py for what the yaml leaves at default)
@@ -115,19 +117,6 @@ def test_video_recipe_arguments():
     assert cfg.model.cls_head.label_smooth_eps == sf['LABEL_SMOOTH_VALUE']
 
 
-def _our_schedulers(cfg, ow, epoch_length):
-    from mmengine.registry import PARAM_SCHEDULERS, DefaultScope
-    scheds = []
-    with DefaultScope.overwrite_default_scope('mmaction'):
-        for s in copy.deepcopy(cfg.param_scheduler):
-            if s.pop('convert_to_iter_based', False):
-                cls = PARAM_SCHEDULERS.get(s.pop('type'))
-                scheds.append(cls.build_iter_from_epoch(ow, epoch_length=epoch_length, **s))
-            else:
-                scheds.append(PARAM_SCHEDULERS.build(dict(s, optimizer=ow)))
-    return scheds
-
-
 @pytest.mark.parametrize('config', [CONFIG, 'configs/posmlp_video/posmlp-video-s_4xb8-16x4x1-60e_kinetics400-rgb.py'])
 def test_video_lr_curve_matches_slowfast(config):
     """Every iteration of the whole schedule (3 iterations per epoch)."""
@@ -139,12 +128,11 @@ def test_video_lr_curve_matches_slowfast(config):
         sf.update(BASE_LR=2e-4, WARMUP_EPOCHS=10.0)
     q = torch.nn.Parameter(torch.zeros(1))
     ow = OptimWrapper(torch.optim.AdamW([q], lr=cfg.optim_wrapper.optimizer.lr))
-    scheds = _our_schedulers(cfg, ow, 3)
+    scheds = build_param_schedulers(cfg, ow, 3, 'mmaction')
     for it in range(sf['MAX_EPOCH'] * 3):
         ours, ref = ow.optimizer.param_groups[0]['lr'], slowfast_lr(sf, it / 3)
         assert math.isclose(ours, ref, rel_tol=1e-12), (config, it, ours, ref)
-        for s in scheds:
-            s.step()
+        step_param_schedulers(scheds, it, 3)
 
 
 @pytest.mark.slow  # ~10 s alone, more on a loaded machine
@@ -159,7 +147,7 @@ def test_video_training_steps_match_slowfast():
     with DefaultScope.overwrite_default_scope('mmaction'):
         import mmaction.engine  # noqa: F401
         ow = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
-    scheds = _our_schedulers(cfg, ow, ITERS_PER_EPOCH)
+    scheds = build_param_schedulers(cfg, ow, ITERS_PER_EPOCH, 'mmaction')
     named = dict(ref.named_parameters())
     # BN parameters (BN.WEIGHT_DECAY = 0.0) and 1-D parameters form the not-decayed group
     assert sf['BN_WEIGHT_DECAY'] == 0.
