@@ -344,18 +344,20 @@ def test_init_weights_on_cuda(name):
 
 @pytest.mark.parametrize('name', list(FAMILIES))
 def test_torch_compile_equals_eager(name):
-    model, x, weights, *_ = reference(name)
+    """Compiled eval outputs, train outputs and gradients against the CPU fp64 reference (the criterion
+    of the fp32 test: a gradient that vanishes analytically, e.g. a conv bias before a train-mode
+    BatchNorm, is rounding noise in fp32 eager and compiled alike and is judged against the typical
+    gradient)."""
+    model, x, weights, eval_ref, train_ref, grad_ref = reference(name)
     model, x = model.cuda(), x.cuda()
     torch._dynamo.reset()
     compiled = torch.compile(model, fullgraph=FAMILIES[name])
     # eval before train: a training step moves BatchNorm running statistics that eval mode uses
-    ref_eval, _ = run_model(model, x, weights, train=False)
     eval_outs, _ = run_model(compiled, x, weights, train=False)
-    ref_outs, ref_grads = run_model(model, x, weights)
     outs, grads = run_model(compiled, x, weights)
     grads = {n.replace('_orig_mod.', ''): g for n, g in grads.items()}
-    e_eval = max(rel_err(a, b) for a, b in zip(eval_outs, ref_eval))
-    e_out, e_grad, worst = compare(outs, grads, ref_outs, ref_grads)
+    e_eval = max(rel_err(a, b) for a, b in zip(eval_outs, eval_ref))
+    e_out, e_grad, worst = compare(outs, grads, train_ref, grad_ref)
     record(f'compile/{name}', fullgraph=FAMILIES[name], eval_out=e_eval, train_out=e_out, grad=e_grad)
     assert max(e_eval, e_out) < FP32_TOL and e_grad < FP32_TOL, (e_eval, e_out, e_grad, worst)
 
@@ -477,3 +479,66 @@ def test_dist_train_nccl_world_size_one(toy_cwd):
     assert "'backend': 'nccl'" in log and 'Distributed launcher: pytorch' in log, log[-3000:]
     assert sorted(_losses(log)) == [1, 2, 3, 4]
     assert (toy_cwd / 'w' / 'iter_4.pth').is_file()
+
+
+# ----------------------------------------------------------------------------- grouped convs
+GROUPED_CONVS = {  # (in, out, kernel, stride, padding, groups, H=W): Wave-MLP token-FC, ConvPM, PEG shapes
+    'wave-token-fc-small-map': (64, 32, (1, 7), 1, (0, 3), 32, 14),
+    'wave-token-fc-large-map': (32, 16, (7, 1), 1, (3, 0), 16, 56),
+    'posmlp-convpm': (24, 48, 3, 2, 1, 24, 28),
+    'peg-depthwise': (32, 32, 3, 1, 1, 32, 28),
+}
+
+
+@pytest.mark.parametrize('channels_last', [False, True])
+@pytest.mark.parametrize('case', list(GROUPED_CONVS))
+def test_grouped_conv_weight_grad_methods_equal_fp64(case, channels_last):
+    """Both weight-gradient methods GroupedConv2d chooses between, and the module itself (fp32 and fp16
+    autocast), against the CPU fp64 gradients of nn.Conv2d."""
+    import torch.nn as nn
+
+    from mmposmlp.models.layers import grouped_conv as G
+    cin, cout, k, s, p, g, hw = GROUPED_CONVS[case]
+    torch.manual_seed(0)
+    ref = nn.Conv2d(cin, cout, k, s, p, groups=g).double()
+    x = torch.randn(4, cin, hw, hw, dtype=torch.float64, requires_grad=True)
+    y = ref(x)
+    gy = torch.randn_like(y)
+    y.backward(gy)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    xc, gyc = (t.detach().float().cuda().contiguous(memory_format=fmt) for t in (x, gy))
+    wc = ref.weight.detach().float().cuda()
+    conv_args = (ref.stride, ref.padding, ref.dilation, g)
+    for name, gw in (('cudnn', G._cudnn_weight_grad(gyc, xc, wc, *conv_args)),
+                     ('tapwise', G.tapwise_weight_grad(gyc, xc, wc.shape, *conv_args))):
+        assert rel_err(gw.cpu().double(), ref.weight.grad) < FP32_TOL, name
+    ours = G.GroupedConv2d(cin, cout, k, s, p, groups=g).cuda()
+    ours.load_state_dict(ref.state_dict())
+    for autocast, tol in ((None, FP32_TOL), (torch.float16, AMP_TOL['fp16'][1])):
+        xg = xc.clone().requires_grad_()
+        with torch.autocast('cuda', dtype=autocast or torch.float32, enabled=autocast is not None):
+            out = ours(xg)
+        assert ours.picks_weight_grad_method(xg)
+        out.backward(gyc.to(out.dtype))
+        for got, want in ((xg.grad, x.grad), (ours.weight.grad, ref.weight.grad), (ours.bias.grad, ref.bias.grad)):
+            err = rel_err(got.cpu().double(), want)
+            assert got.dtype == torch.float32 and err < tol, (autocast, err)
+        ours.zero_grad()
+    assert any(key[4] == tuple(ref.weight.shape) for key in G.WEIGHT_GRAD_CHOICE)
+    record(f'grouped_conv/{case}/cl={channels_last}',
+           choice=[v for key, v in G.WEIGHT_GRAD_CHOICE.items() if key[4] == tuple(ref.weight.shape)])
+
+
+def test_rng_state_restores_from_a_checkpoint_loaded_onto_the_gpu(tmp_path):
+    """Runner.resume loads checkpoints onto the training device: the saved RNG states come back as CUDA
+    tensors and must still restore (the generators take CPU byte tensors)."""
+    from mmposmlp.engine.resume_state import capture_rng_state, restore_rng_state
+    torch.cuda.init()
+    state = capture_rng_state()
+    expected = (torch.rand(3), torch.rand(3, device='cuda'))
+    torch.save(state, tmp_path / 'rng.pth')
+    loaded = torch.load(tmp_path / 'rng.pth', map_location='cuda', weights_only=True)
+    assert loaded['torch'].is_cuda
+    restore_rng_state(loaded)
+    got = (torch.rand(3), torch.rand(3, device='cuda'))
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])

@@ -64,14 +64,15 @@ def capture_rng_state() -> dict:
 
 
 def restore_rng_state(state: dict) -> None:
-    """Inverse of :func:`capture_rng_state`."""
-    torch.set_rng_state(state['torch'])
+    """Inverse of :func:`capture_rng_state`. The state tensors may come back on a GPU (checkpoints are
+    loaded onto the training device); the generators take CPU byte tensors."""
+    torch.set_rng_state(state['torch'].cpu())
     np_state = state['numpy']
-    np.random.set_state((np_state['algorithm'], np_state['keys'].numpy().astype(np.uint32), np_state['pos'],
+    np.random.set_state((np_state['algorithm'], np_state['keys'].cpu().numpy().astype(np.uint32), np_state['pos'],
                          np_state['has_gauss'], np_state['cached_gaussian']))
     random.setstate(_tuples(state['python']))
     if 'cuda' in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state['cuda'])
+        torch.cuda.set_rng_state(state['cuda'].cpu())
 
 
 def _plain(value):

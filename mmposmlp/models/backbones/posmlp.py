@@ -15,6 +15,7 @@ from mmposmlp.registry import MODELS
 from ..checkpoints import load_pretrained
 from .base import ChannelsLastStagesMixin
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
+from ..layers.grouped_conv import GroupedConv2d
 from ..layers.norms import channels_first_norm_cfg
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
 
@@ -49,8 +50,8 @@ class ConvPatchMerging(nn.Module):
         if depthwise and out_channels % in_channels:
             raise ValueError(f'ConvPM is a depthwise conv (groups=in_channels): out_channels={out_channels} '
                              f'must be a multiple of in_channels={in_channels}; fix embed_dims in the arch')
-        self.conv = nn.Conv2d(in_channels, out_channels, 3, stride=2, padding=1,
-                              groups=in_channels if depthwise else 1)
+        conv = GroupedConv2d if depthwise else nn.Conv2d
+        self.conv = conv(in_channels, out_channels, 3, stride=2, padding=1, groups=in_channels if depthwise else 1)
         self.norm = build_norm_layer(norm_cfg, out_channels)[1]
         self.channels_first_norm = isinstance(self.norm, nn.modules.batchnorm._BatchNorm)
 

@@ -26,6 +26,7 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposmlp.registry import MODELS
+from .grouped_conv import GroupedConv2d
 
 _BUILTIN_ACTS = {
     'GELU': nn.GELU, 'ReLU': nn.ReLU, 'SoftPlus': nn.Softplus, 'Softplus': nn.Softplus,
@@ -290,8 +291,8 @@ class IMLP(BaseModule):
         self.acts = nn.ModuleList(acts)
         if spatial:
             c = self.out_hidden_channels
-            self.dw_conv = nn.Conv2d(c, c, self.kernel_size, padding=self.kernel_size // 2,
-                                     groups=c, bias=dw_bias)
+            self.dw_conv = GroupedConv2d(c, c, self.kernel_size, padding=self.kernel_size // 2,
+                                         groups=c, bias=dw_bias)
             self.dw_norm = build_norm_layer(dw_norm_cfg, c)[1]
             self.dw_act = _build_base_act(dw_act_cfg)
         self.drop = nn.Dropout(ffn_drop)

@@ -32,6 +32,7 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
+from .grouped_conv import GroupedConv2d
 
 #: 'fc' / 'depthwise': dynamic phase (Table 6 "Channel-FC" / "Depth-wise"); 'identity': theta = x
 #: (Table 6 "Identity"); 'static': one learned phase per channel (Table 5 "Static phase");
@@ -98,7 +99,7 @@ class PhaseEstimation(nn.Module):
         if mode == 'fc':
             self.conv = nn.Conv2d(channels, channels, 1, bias=True)
         else:
-            self.conv = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+            self.conv = GroupedConv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
         self.norm = build_norm_layer(norm_cfg, channels)[1]
         self.act = nn.ReLU(inplace=True)
 
@@ -150,8 +151,8 @@ class PATM(BaseModule):
         self.channel_fc = nn.Conv2d(C, C, 1, bias=qkv_bias)
         # token-FC in a K-window, on the 2C [cos | sin] channels, output channel g <- (2g, 2g+1)
         k, p = window_size, window_size // 2
-        self.token_fc_h = nn.Conv2d(2 * C, C, (1, k), padding=(0, p), groups=C, bias=False)
-        self.token_fc_w = nn.Conv2d(2 * C, C, (k, 1), padding=(p, 0), groups=C, bias=False)
+        self.token_fc_h = GroupedConv2d(2 * C, C, (1, k), padding=(0, p), groups=C, bias=False)
+        self.token_fc_w = GroupedConv2d(2 * C, C, (k, 1), padding=(p, 0), groups=C, bias=False)
         self.phase_h = PhaseEstimation(C, phase_mode, phase_norm_cfg)
         self.phase_w = PhaseEstimation(C, phase_mode, phase_norm_cfg)
         self.reweight = WaveMLPFFN(C, C // 4, out_channels=3 * C)

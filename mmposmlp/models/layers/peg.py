@@ -20,6 +20,7 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
+from .grouped_conv import GroupedConv2d
 
 CONV_TYPES = ('depthwise', 'dense', 'separable')
 PADDING_MODES = ('zeros', 'none', 'circular', 'reflect', 'replicate')
@@ -96,11 +97,11 @@ class PEG(BaseModule):
         layers = []
         for _ in range(num_layers):
             if conv_type == 'depthwise':
-                layers.append(nn.Conv2d(C, C, kernel_size, 1, pad, groups=C, bias=bias, **pad_kw))
+                layers.append(GroupedConv2d(C, C, kernel_size, 1, pad, groups=C, bias=bias, **pad_kw))
             elif conv_type == 'dense':
                 layers.append(nn.Conv2d(C, C, kernel_size, 1, pad, bias=bias, **pad_kw))
             else:  # separable
-                layers.append(nn.Conv2d(C, C, kernel_size, 1, pad, groups=C, bias=False, **pad_kw))
+                layers.append(GroupedConv2d(C, C, kernel_size, 1, pad, groups=C, bias=False, **pad_kw))
                 layers.append(nn.Conv2d(C, C, 1, bias=bias))
             if norm_cfg is not None:
                 layers.append(build_norm_layer(norm_cfg, C)[1])

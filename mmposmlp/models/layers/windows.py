@@ -312,7 +312,11 @@ def _gather_roll(x: torch.Tensor, shift, dim: int) -> torch.Tensor:
 
 def _at_most_one(n):
     """``min(1, n)`` of a size: an int, a symbolic int (torch.export) or a 0-d tensor (the
-    TorchScript tracer, e.g. under mmdeploy)."""
+    TorchScript tracer, e.g. under mmdeploy). A plain int takes the builtin: ``torch.sym_min`` on
+    ints returns an int, which TorchDynamo before torch 2.13 cannot put in a graph (a graph break
+    that ``fullgraph=True`` refuses)."""
+    if isinstance(n, int):
+        return min(1, n)
     return torch.clamp(n, max=1) if isinstance(n, torch.Tensor) else torch.sym_min(1, n)
 
 
