@@ -36,7 +36,7 @@ from mmposmlp.analysis import complexity as C  # noqa: E402
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--configs', default='configs', help='root folder searched recursively')
-    p.add_argument('--pattern', default='*', help='glob on the config file name')
+    p.add_argument('--pattern', nargs='+', default=['*'], help='globs on the config file name (any of them)')
     p.add_argument('--include-toy', action='store_true', help='also the toy configs (configs/*/toy)')
     p.add_argument('--no-flops', action='store_true')
     p.add_argument('--max-pixels', type=int, default=None,
@@ -52,7 +52,7 @@ def main(argv=None):
                    'measurements')
     args = p.parse_args(argv)
     warnings.filterwarnings('ignore')
-    files = [f for f in C.find_configs(args.configs, args.pattern)
+    files = [f for f in sorted({f for pattern in args.pattern for f in C.find_configs(args.configs, pattern)})
              if args.include_toy or 'toy' not in f.split(osp.sep)]
     if not files:
         sys.exit(f'no configs matching {args.pattern!r} under {args.configs}')
