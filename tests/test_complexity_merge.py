@@ -63,17 +63,17 @@ def test_merge_recounts_a_kept_row_whose_paper_changed_and_that_has_no_measureme
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     monkeypatch.chdir(ROOT)
-    t, s = 'configs/posmlp/posmlp-t_8xb120_in1k.py', 'configs/posmlp/posmlp-s_8xb120_in1k.py'
-    b = 'configs/posmlp/posmlp-b_8xb120_in1k.py'
+    t, s = 'configs/cpvt/cpvt-ti_8xb128_in1k.py', 'configs/cpvt/cpvt-ti-gap_8xb128_in1k.py'
+    b = 'configs/cpvt/cpvt-b_8xb128_in1k.py'
     old = C.markdown_table([_row(1.0, None, config=t), _row(2.0, None, config=s),
                             _row(3.0, None, config=b, rep=dict(REP, params_m=3))])
-    # s: an older row without measurements, its paper params printed as 21.0 (now 37); b: a row with measurements
-    old = old.replace('posmlp-s_8xb120_in1k 2.0 n/a\n', '')
+    # s: an older row without measurements, its paper params printed as 21.0 (now 6); b: a row with measurements
+    old = old.replace('cpvt-ti-gap_8xb128_in1k 2.0 n/a\n', '')
     out = tmp_path / 'zoo.md'
     out.write_text(old)
-    assert tool.main(['--configs', 'configs/posmlp', '--pattern', 'posmlp-t_8xb120_in1k.py', '--no-flops',
+    assert tool.main(['--configs', 'configs/cpvt', '--pattern', 'cpvt-ti_8xb128_in1k.py', '--no-flops',
                       '--merge', '--out', str(out)]) == 0
     rows = {osp.basename(r['config']): r for r in C.rows_from_markdown(out.read_text(), C.find_configs())}
-    assert rows['posmlp-b_8xb120_in1k.py']['params_m'] == 3.0  # kept as it was
-    for name in ('posmlp-t_8xb120_in1k.py', 'posmlp-s_8xb120_in1k.py'):  # counted
-        assert rows[name]['params_m'] > 15 and 'printed' not in rows[name], rows[name]
+    assert rows['cpvt-b_8xb128_in1k.py']['params_m'] == 3.0  # kept as it was
+    for name in ('cpvt-ti_8xb128_in1k.py', 'cpvt-ti-gap_8xb128_in1k.py'):  # counted
+        assert 5 < rows[name]['params_m'] < 6 and 'printed' not in rows[name], rows[name]
