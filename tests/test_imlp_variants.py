@@ -251,6 +251,8 @@ def _unscoped(obj):
 
 # Configs that inherit another size of their family (for its recipe): the upstream config of their own size.
 SIZED_UPSTREAM = {
+    'deit-s-imlp_4xb256_in1k.py': 'mmpretrain::deit/deit-small_4xb256_in1k.py',
+    'deit-b-imlp_16xb64_in1k.py': 'mmpretrain::deit/deit-base_16xb64_in1k.py',
     'swin-s-imlp_16xb64_in1k.py': 'mmpretrain::swin_transformer/swin-small_16xb64_in1k.py',
     'swin-b-imlp_16xb64_in1k.py': 'mmpretrain::swin_transformer/swin-base_16xb64_in1k.py',
     'poolformer-s24-imlp_32xb128_in1k.py': 'mmpretrain::poolformer/poolformer-s24_32xb128_in1k.py',
