@@ -46,6 +46,13 @@ def test_rows_of_a_file_without_measurements_keep_their_printed_deltas_until_the
     with pytest.raises(ValueError, match=r"^posmlp-t_8xb120_in1k: the papers' numbers changed and only rounded "
                                          r'measurements are known; count the config again$'):
         C.markdown_table(changed)
+    # the paper's FLOPs were at another input (no "d" printed); now they are comparable: a "d" is needed
+    other_input = C.markdown_table([_row(20.9449, 1.1044, rep=dict(REP, input='512x512'))])
+    assert '| (paper at 512x512) |' in other_input
+    kept = _kept(other_input.split(C.MEASUREMENTS_BEGIN)[0])
+    assert C.needs_recount(kept[0])
+    kept = _kept(other_input.split(C.MEASUREMENTS_BEGIN)[0], rep=dict(REP, input='512x512'))
+    assert not C.needs_recount(kept[0]) and '| (paper at 512x512) |' in C.markdown_table(kept)
 
 
 def test_a_hand_edited_cell_that_contradicts_the_measurements_is_refused():

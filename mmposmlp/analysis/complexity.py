@@ -445,14 +445,34 @@ def paper_cells(row: dict) -> Tuple[str, str, str, str]:
             _fmt(rep.get('gflops'), 1) if rep and rep.get('gflops') else '', _flops_delta(row, rep))
 
 
+def _is_delta(cell: str) -> bool:
+    return cell.startswith(('+', '-'))
+
+
 def needs_recount(row: dict) -> bool:
-    """A row read back without its unrounded measurements whose papers' numbers changed since: its "d" cells
-    can only be recomputed by counting the config again (the rounded cells would shift them)."""
+    """A row read back without its unrounded measurements whose papers' numbers changed since (or that now
+    gets a "d" it did not print): its "d" cells can only be recomputed by counting the config again (the
+    rounded cells would shift them)."""
     printed = row.get('printed')
     if printed is None:
         return False
-    paper_params, _, paper_gflops, _ = paper_cells(row)
-    return (paper_params, paper_gflops) != (printed['paper_params'], printed['paper_gflops'])
+    paper_params, d_params, paper_gflops, d_flops = paper_cells(row)
+    return ((paper_params, paper_gflops) != (printed['paper_params'], printed['paper_gflops'])
+            or (_is_delta(d_params) and not _is_delta(printed['d_params']))
+            or (_is_delta(d_flops) and not _is_delta(printed['d_flops'])))
+
+
+def _kept_cells(row: dict) -> Tuple[str, str, str, str]:
+    """:func:`paper_cells` of a row read back without measurements: a "d" from the measurements is the
+    printed one (computed by the run that measured the row), any other cell is computed again."""
+    cells = paper_cells(row)
+    if needs_recount(row):
+        stem = osp.splitext(osp.basename(row['config']))[0]
+        raise ValueError(f'{stem}: the papers\' numbers changed and only rounded measurements are known; '
+                         'count the config again')
+    printed = row['printed']
+    return (cells[0], printed['d_params'] if _is_delta(cells[1]) else cells[1],
+            cells[2], printed['d_flops'] if _is_delta(cells[3]) else cells[3])
 
 
 def markdown_table(rows, header_note: str = '') -> str:
@@ -482,14 +502,13 @@ def markdown_table(rows, header_note: str = '') -> str:
                 '|---|---|---|---|---|---|---|---|---|---|---|']
         for r in rs:
             stem = osp.splitext(osp.basename(r['config']))[0]
-            cells = paper_cells(r)
             if r.get('printed') is not None:  # read back without unrounded measurements: keep its printed "d"
-                if needs_recount(r):
-                    raise ValueError(f'{stem}: the papers\' numbers changed and only rounded measurements are '
-                                     'known; count the config again')
-                cells = (cells[0], r['printed']['d_params'], cells[2], r['printed']['d_flops'])
-            elif r['params_m'] is not None:
-                measured.append(f"{stem} {r['params_m']!r} {'n/a' if r['gflops'] is None else repr(r['gflops'])}")
+                cells = _kept_cells(r)
+            else:
+                cells = paper_cells(r)
+                if r['params_m'] is not None:
+                    measured.append(f"{stem} {r['params_m']!r} "
+                                    f"{'n/a' if r['gflops'] is None else repr(r['gflops'])}")
             out.append('| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |'.format(
                 stem, _fmt(r['params_m']), _fmt(r['gflops']), r.get('input') or 'n/a', r.get('counted') or 'n/a',
                 *cells, (r.get('reported') or {}).get('source', ''), r.get('note', '').replace('|', '/')))
