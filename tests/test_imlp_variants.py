@@ -249,10 +249,29 @@ def _unscoped(obj):
     return obj
 
 
+# Configs that inherit another size of their family (for its recipe): the upstream config of their own size.
+SIZED_UPSTREAM = {
+    'deit-s-imlp_4xb256_in1k.py': 'mmpretrain::deit/deit-small_4xb256_in1k.py',
+    'deit-b-imlp_16xb64_in1k.py': 'mmpretrain::deit/deit-base_16xb64_in1k.py',
+    'swin-s-imlp_16xb64_in1k.py': 'mmpretrain::swin_transformer/swin-small_16xb64_in1k.py',
+    'swin-b-imlp_16xb64_in1k.py': 'mmpretrain::swin_transformer/swin-base_16xb64_in1k.py',
+    'poolformer-s24-imlp_32xb128_in1k.py': 'mmpretrain::poolformer/poolformer-s24_32xb128_in1k.py',
+    'poolformer-s36-imlp_32xb128_in1k.py': 'mmpretrain::poolformer/poolformer-s36_32xb128_in1k.py',
+    'poolformer-m36-imlp_32xb128_in1k.py': 'mmpretrain::poolformer/poolformer-m36_32xb128_in1k.py',
+    'poolformer-m48-imlp_32xb128_in1k.py': 'mmpretrain::poolformer/poolformer-m48_32xb128_in1k.py',
+}
+
+
 def _upstream_config(cfg_name):
     import re
     text = open(osp.join(CFG_DIR, cfg_name)).read()
-    lib, rel = re.search(r"_base_ = '(\w+)::([^']+)'", text).groups()
+    base = re.search(r"^_base_ = '(\w+)::([^']+)'", text, re.M)
+    if base:
+        assert cfg_name not in SIZED_UPSTREAM, f'{cfg_name} inherits its upstream config directly'
+        lib, rel = base.groups()
+    else:
+        assert cfg_name in SIZED_UPSTREAM, f'{cfg_name} inherits a local config: add its upstream to SIZED_UPSTREAM'
+        lib, rel = SIZED_UPSTREAM[cfg_name].split('::')
     import importlib
     pkg = osp.dirname(importlib.import_module(lib).__file__)
     return osp.join(pkg, '.mim', 'configs', rel)

@@ -15,6 +15,7 @@
 # (0.1 for every size), 5 warm-up epochs (20), no clipping (5.0), 310 epochs (300), a trained stem
 # (mmpretrain's PoolFormer freezes the patch embedding: frozen_stages=0).
 # Kept deviation: the official --train-interpolation random (a random PIL filter per image) is bicubic here.
+# The other sizes inherit this model and recipe (poolformer-m48 through poolformer-m36).
 _base_ = 'mmpretrain::poolformer/poolformer-s12_32xb128_in1k.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

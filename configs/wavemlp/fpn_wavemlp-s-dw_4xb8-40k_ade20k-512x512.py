@@ -5,36 +5,8 @@
 # (see README: the tables' sizes fit the depthwise phase at every size).
 # Backbone: no official weights; pretrain wavemlp-s-dw_8xb128_in1k.py and save the
 # classifier checkpoint as checkpoints/wavemlp-s-dw_in1k_mmposmlp.pth.
-_base_ = [
-    'mmseg::_base_/models/fpn_r50.py', 'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_40k.py'
-]
-custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+# The segmentor and recipe of fpn_wavemlp-s_4xb8-40k_ade20k-512x512.py; only the backbone differs.
+_base_ = './fpn_wavemlp-s_4xb8-40k_ade20k-512x512.py'
 
-crop_size = (512, 512)
-data_preprocessor = dict(size=crop_size)
-model = dict(
-    data_preprocessor=data_preprocessor,
-    pretrained=None,
-    backbone=dict(
-        _delete_=True,
-        type='mmposmlp.WaveMLP',
-        arch='s',
-        phase_mode='depthwise',
-        out_indices=(0, 1, 2, 3),
-        phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
-        drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-s-dw_in1k_mmposmlp.pth')),
-    neck=dict(in_channels=[64, 128, 320, 512]),
-    decode_head=dict(num_classes=150))
-
-train_dataloader = dict(batch_size=8)
-optim_wrapper = dict(
-    _delete_=True,
-    type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=0.0001, weight_decay=0.0001))
-# mmcv 1.x poly (the PVT recipe): (1 - i / 40000) ** 0.9; mmengine's PolyLR divides by
-# end - begin - 1, hence end=40001.
-param_scheduler = [
-    dict(type='PolyLR', power=0.9, eta_min=0.0, begin=0, end=40001, by_epoch=False)
-]
+model = dict(backbone=dict(
+    phase_mode='depthwise', init_cfg=dict(checkpoint='checkpoints/wavemlp-s-dw_in1k_mmposmlp.pth')))

@@ -5,6 +5,7 @@
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
 # Backbone: official WaveMLP_T weights converted with
 # tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-t_in1k_mmposmlp.pth.
+# The other sizes and the depthwise (-dw) variants inherit this segmentor and recipe.
 _base_ = [
     'mmseg::_base_/models/fpn_r50.py', 'mmseg::_base_/datasets/ade20k.py',
     'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_40k.py'

@@ -3,6 +3,7 @@
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
 # Backbone: official WaveMLP_T weights converted with
 # tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-t_in1k_mmposmlp.pth.
+# The other sizes and the depthwise (-dw) variants inherit this detector and recipe.
 _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

@@ -2,28 +2,7 @@
 # Depthwise phase estimation: the configuration whose params match paper Tables 3-4
 # (see README: the tables' sizes fit the depthwise phase at every size).
 # Backbone: official WaveMLP_T_dw (T*) weights converted to checkpoints/wavemlp-t-dw_in1k_mmposmlp.pth.
-_base_ = 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'
-custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
+# The detector and recipe of retinanet_wavemlp-t_fpn_1x_coco.py; only the backbone differs.
+_base_ = './retinanet_wavemlp-t_fpn_1x_coco.py'
 
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='mmposmlp.WaveMLP',
-        arch='t-dw',
-        out_indices=(0, 1, 2, 3),
-        norm_cfg=dict(type='SyncBN', requires_grad=True),
-        phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
-        drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-t-dw_in1k_mmposmlp.pth')),
-    neck=dict(in_channels=[64, 128, 320, 512]))
-
-# PVT recipe (paper Sec. 4.2): AdamW lr 1e-4, wd 1e-4, 12 epochs (1x), 8 GPUs x 2 images
-optim_wrapper = dict(
-    optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, weight_decay=0.0001))
-# mmdet 2.x schedule_1x, as the PVT recipe ran it (mmcv 1.x hooks): linear warm-up over 500 iterations
-# from 0.001 x lr, multiplied into the step schedule; mmengine's LinearLR reaches the full lr at end - 1,
-# hence end=501.
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
-    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1)
-]
+model = dict(backbone=dict(arch='t-dw', init_cfg=dict(checkpoint='checkpoints/wavemlp-t-dw_in1k_mmposmlp.pth')))

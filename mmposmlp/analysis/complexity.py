@@ -386,25 +386,97 @@ def config_folder(cfg_path: str) -> str:
     return parts[-1] if parts else ''
 
 
+#: the hidden block at the end of :func:`markdown_table`'s output: one ``<config> <params M> <GFLOPs>`` line per
+#: row, unrounded (``repr``), so that ``--merge`` computes the "d" columns of the rows it keeps from the
+#: measurements, not from the 2-decimal cells.
+MEASUREMENTS_BEGIN = '<!-- unrounded measurements (config, params M, GFLOPs), read back by --merge:'
+MEASUREMENTS_END = '-->'
+
+
 def rows_from_markdown(text: str, configs: list) -> list:
     """The rows of an earlier :func:`markdown_table` (measured columns only: params, GFLOPs, input, counted,
     note), matched to ``configs`` by file name; rows of configs no longer there are dropped. The papers'
-    columns are not read back: :func:`reported_for` gives them again."""
+    columns are not read back: :func:`reported_for` gives them again.
+
+    Params and GFLOPs come unrounded from the file's measurements block. A file written before that block
+    existed has only the rounded cells: such a row keeps its printed paper and "d" cells under
+    ``row['printed']`` (computed by the run that measured it), see :func:`needs_recount`.
+    """
     by_stem = {osp.splitext(osp.basename(c))[0]: c for c in configs}
+    exact = _measurements_block(text)
     rows = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip('|').split('|')]
         if len(cells) < 11 or cells[0] not in by_stem or not re.fullmatch(r'[\d.]+|n/a', cells[1]):
             continue
         num = (lambda v: None if v == 'n/a' else float(v))
-        rows.append(dict(config=by_stem[cells[0]], params_m=num(cells[1]), gflops=num(cells[2]),
-                         input=None if cells[3] == 'n/a' else cells[3],
-                         counted=None if cells[4] == 'n/a' else cells[4], note=cells[-1]))
+        row = dict(config=by_stem[cells[0]], params_m=num(cells[1]), gflops=num(cells[2]),
+                   input=None if cells[3] == 'n/a' else cells[3],
+                   counted=None if cells[4] == 'n/a' else cells[4], note=cells[-1])
+        if cells[0] in exact:
+            params_m, gflops = exact[cells[0]]
+            if (_fmt(params_m), _fmt(gflops)) != (cells[1], cells[2]):
+                raise ValueError(f'{cells[0]}: the table says {cells[1]}M / {cells[2]} GFLOPs but the measurements '
+                                 f'block {params_m}M / {gflops} GFLOPs; regenerate the file instead of editing it')
+            row.update(params_m=params_m, gflops=gflops)
+        else:
+            row['printed'] = dict(zip(('paper_params', 'd_params', 'paper_gflops', 'd_flops'), cells[5:9]))
+        rows.append(row)
     return rows
 
 
+def _measurements_block(text: str) -> dict:
+    """``{config stem: (params M, GFLOPs or None)}`` of the measurements block (empty when there is none)."""
+    if MEASUREMENTS_BEGIN not in text:
+        return {}
+    block = text.split(MEASUREMENTS_BEGIN, 1)[1].split(MEASUREMENTS_END, 1)[0]
+    num = (lambda v: None if v == 'n/a' else float(v))
+    out = {}
+    for line in block.strip().splitlines():
+        stem, params_m, gflops = line.split()
+        out[stem] = (num(params_m), num(gflops))
+    return out
+
+
+def paper_cells(row: dict) -> Tuple[str, str, str, str]:
+    """(paper params, d params, paper GFLOPs, d FLOPs) cells of a row, the "d" from its measurements."""
+    rep = row.get('reported') or {}
+    return (_fmt(rep.get('params_m'), 1) if rep else '', _delta(row['params_m'], rep.get('params_m')),
+            _fmt(rep.get('gflops'), 1) if rep and rep.get('gflops') else '', _flops_delta(row, rep))
+
+
+def _is_delta(cell: str) -> bool:
+    return cell.startswith(('+', '-'))
+
+
+def needs_recount(row: dict) -> bool:
+    """A row read back without its unrounded measurements whose papers' numbers changed since (or that now
+    gets a "d" it did not print): its "d" cells can only be recomputed by counting the config again (the
+    rounded cells would shift them)."""
+    printed = row.get('printed')
+    if printed is None:
+        return False
+    paper_params, d_params, paper_gflops, d_flops = paper_cells(row)
+    return ((paper_params, paper_gflops) != (printed['paper_params'], printed['paper_gflops'])
+            or (_is_delta(d_params) and not _is_delta(printed['d_params']))
+            or (_is_delta(d_flops) and not _is_delta(printed['d_flops'])))
+
+
+def _kept_cells(row: dict) -> Tuple[str, str, str, str]:
+    """:func:`paper_cells` of a row read back without measurements: a "d" from the measurements is the
+    printed one (computed by the run that measured the row), any other cell is computed again."""
+    cells = paper_cells(row)
+    if needs_recount(row):
+        stem = osp.splitext(osp.basename(row['config']))[0]
+        raise ValueError(f'{stem}: the papers\' numbers changed and only rounded measurements are known; '
+                         'count the config again')
+    printed = row['printed']
+    return (cells[0], printed['d_params'] if _is_delta(cells[1]) else cells[1],
+            cells[2], printed['d_flops'] if _is_delta(cells[3]) else cells[3])
+
+
 def markdown_table(rows, header_note: str = '') -> str:
-    """Model-zoo markdown: one table per family."""
+    """Model-zoo markdown: one table per family, then the hidden block of unrounded measurements."""
     out = ['# Model zoo: parameters and FLOPs', '',
            '<!-- generated by tools/analysis/complexity.py; do not edit by hand -->', '',
            header_note,
@@ -422,19 +494,25 @@ def markdown_table(rows, header_note: str = '') -> str:
     fam = {}
     for r in sorted(rows, key=lambda r: (osp.dirname(r['config']), osp.basename(r['config']))):
         fam.setdefault(config_folder(r['config']), []).append(r)
+    measured = []
     for f, rs in fam.items():
         out += [f'## {f}', '',
                 '| config | params (M) | GFLOPs | input | counted | paper params (M) | d params | '
                 'paper GFLOPs | d FLOPs | paper source | note |',
                 '|---|---|---|---|---|---|---|---|---|---|---|']
         for r in rs:
-            rep = r.get('reported') or {}
+            stem = osp.splitext(osp.basename(r['config']))[0]
+            if r.get('printed') is not None:  # read back without unrounded measurements: keep its printed "d"
+                cells = _kept_cells(r)
+            else:
+                cells = paper_cells(r)
+                if r['params_m'] is not None:
+                    measured.append(f"{stem} {r['params_m']!r} "
+                                    f"{'n/a' if r['gflops'] is None else repr(r['gflops'])}")
             out.append('| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |'.format(
-                osp.splitext(osp.basename(r['config']))[0], _fmt(r['params_m']), _fmt(r['gflops']),
-                r.get('input') or 'n/a', r.get('counted') or 'n/a',
-                _fmt(rep.get('params_m'), 1) if rep else '', _delta(r['params_m'], rep.get('params_m')),
-                _fmt(rep.get('gflops'), 1) if rep and rep.get('gflops') else '',
-                _flops_delta(r, rep),
-                rep.get('source', ''), r.get('note', '').replace('|', '/')))
+                stem, _fmt(r['params_m']), _fmt(r['gflops']), r.get('input') or 'n/a', r.get('counted') or 'n/a',
+                *cells, (r.get('reported') or {}).get('source', ''), r.get('note', '').replace('|', '/')))
         out.append('')
+    if measured:
+        out += [MEASUREMENTS_BEGIN] + measured + [MEASUREMENTS_END]
     return '\n'.join(out) + '\n'

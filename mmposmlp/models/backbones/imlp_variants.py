@@ -43,6 +43,7 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
 
+from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
 from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, extract_state_dict, load_state_dict_checked,
                                          strip_prefix)
 from mmposmlp.models.layers.imlp import IMLP
@@ -225,27 +226,26 @@ _BLOCK_BASES = {
     'DetSwinBlockIMLP': ('mmdet.models.backbones.swin', 'SwinBlock'),
     'SegSwinBlockIMLP': ('mmseg.models.backbones.swin', 'SwinBlock'),
 }
-_BLOCK_CLASSES: Dict[str, type] = {}
 
 
-def _get_block_class(name: str) -> type:
-    if name not in _BLOCK_CLASSES:
-        mod, cls = _BLOCK_BASES[name]
-        base = getattr(importlib.import_module(mod), cls)
-        sub = type(name, (base, ), {
-            'forward': _swin_block_forward,
-            '__doc__': f'{mod}.{cls} whose FFN receives hw_shape (IMLP).',
-            '__module__': __name__,
-        })
-        _BLOCK_CLASSES[name] = sub
-    return _BLOCK_CLASSES[name]
+def _make_block(name: str) -> type:
+    mod, cls = _BLOCK_BASES[name]
+    return type(name, (getattr(importlib.import_module(mod), cls), ), {
+        'forward': _swin_block_forward,
+        '__doc__': f'{mod}.{cls} whose FFN receives hw_shape (IMLP).',
+    })
+
+
+_BLOCKS = LazyUpstreamClasses(__name__, {n: functools.partial(_make_block, n) for n in _BLOCK_BASES},
+                              requires={n: mod.split('.')[0] for n, (mod, _) in _BLOCK_BASES.items()},
+                              kind='IMLP Swin block')
 
 
 def _imlp_block_class(base: type) -> type:
     """Subclass of an upstream Swin block whose forward passes hw_shape to the FFN."""
     for name, (mod, cls) in _BLOCK_BASES.items():
         if base.__module__ == mod and base.__name__ == cls:
-            return _get_block_class(name)
+            return _BLOCKS.get(name)
     raise NotImplementedError(f'no IMLP block for {base.__module__}.{base.__name__}')
 
 
@@ -383,53 +383,24 @@ def _make_dense_swin(lib: str) -> Dict[str, type]:
     return {name: cls}
 
 
-_FACTORIES = {
-    'SwinTransformerIMLP': _make_mmpretrain,
-    'VisionTransformerIMLP': _make_mmpretrain,
-    'PoolFormerIMLP': _make_mmpretrain,
-    'DetSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmdet'),
-    'SegSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmseg'),
-}
-_REQUIRES = {'SwinTransformerIMLP': 'mmpretrain', 'VisionTransformerIMLP': 'mmpretrain',
-             'PoolFormerIMLP': 'mmpretrain', 'DetSwinTransformerIMLP': 'mmdet',
-             'SegSwinTransformerIMLP': 'mmseg'}
-ADAPTERS = tuple(_FACTORIES)
-_CLASSES: Dict[str, type] = {}
+_ADAPTERS = LazyUpstreamClasses(
+    __name__, {
+        'SwinTransformerIMLP': _make_mmpretrain,
+        'VisionTransformerIMLP': _make_mmpretrain,
+        'PoolFormerIMLP': _make_mmpretrain,
+        'DetSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmdet'),
+        'SegSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmseg'),
+    },
+    requires={'SwinTransformerIMLP': 'mmpretrain', 'VisionTransformerIMLP': 'mmpretrain',
+              'PoolFormerIMLP': 'mmpretrain', 'DetSwinTransformerIMLP': 'mmdet',
+              'SegSwinTransformerIMLP': 'mmseg'},
+    kind='IMLP adapter')
+_ADAPTERS.register_builders()
+ADAPTERS = _ADAPTERS.names
+# PEP 562: the adapters and blocks are module attributes, picklable as imlp_variants.<name>
+__getattr__ = module_getattr(__name__, _ADAPTERS, _BLOCKS)
 
 
 def get_adapter_class(name: str) -> type:
     """The adapter class ``name`` (imports its upstream library on first use)."""
-    if name not in _FACTORIES:
-        raise KeyError(f'unknown IMLP adapter {name!r}; valid: {list(_FACTORIES)}')
-    if name not in _CLASSES:
-        try:
-            made = _FACTORIES[name]()
-        except ImportError as e:
-            raise ImportError(f'{name} needs {_REQUIRES[name]} (pip install {_REQUIRES[name]}): {e}') from e
-        for k, c in made.items():
-            c.__module__ = __name__
-            c.__qualname__ = k
-            _CLASSES[k] = c
-    return _CLASSES[name]
-
-
-def __getattr__(name):  # PEP 562: lazy classes, picklable as imlp_variants.<name>
-    if name in _FACTORIES:
-        return get_adapter_class(name)
-    if name in _BLOCK_BASES:
-        return _get_block_class(name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-def _register_builder(name: str):
-
-    def build(*args, **kwargs):
-        return get_adapter_class(name)(*args, **kwargs)
-
-    build.__name__ = build.__qualname__ = name
-    build.__doc__ = f'Build :class:`{name}` (see mmposmlp.models.backbones.imlp_variants).'
-    MODELS.register_module(name=name, module=build)
-
-
-for _name in _FACTORIES:
-    _register_builder(_name)
+    return _ADAPTERS.get(name)

@@ -14,10 +14,8 @@ from typing import Optional, Sequence
 
 from mmengine.model import ModuleList
 
+from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
 from mmposmlp.models.layers.peg import PEG
-from mmposmlp.registry import MODELS
-
-_CLASSES = {}
 
 
 def _make_swin_peg() -> type:
@@ -26,29 +24,15 @@ def _make_swin_peg() -> type:
     return _define(SwinTransformer, resize_pos_embed)
 
 
+_LAZY = LazyUpstreamClasses(__name__, {'SwinPEG': _make_swin_peg}, requires={'SwinPEG': 'mmpretrain'},
+                            kind='Swin + PEG backbone')
+_LAZY.register_builders()
+__getattr__ = module_getattr(__name__, _LAZY)  # PEP 562: a lazy class, picklable as swin_peg.SwinPEG
+
+
 def get_swin_peg_class() -> type:
     """The :class:`SwinPEG` class (defined on first use, on top of mmpretrain's ``SwinTransformer``)."""
-    if 'SwinPEG' not in _CLASSES:
-        try:
-            _CLASSES['SwinPEG'] = _make_swin_peg()
-        except ImportError as e:
-            raise ImportError(f'SwinPEG needs mmpretrain (pip install mmpretrain): {e}') from e
-    return _CLASSES['SwinPEG']
-
-
-def __getattr__(name):  # PEP 562: a lazy class, picklable as swin_peg.SwinPEG
-    if name == 'SwinPEG':
-        return get_swin_peg_class()
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-def _build_swin_peg(*args, **kwargs):
-    return get_swin_peg_class()(*args, **kwargs)
-
-
-_build_swin_peg.__name__ = _build_swin_peg.__qualname__ = 'SwinPEG'
-_build_swin_peg.__doc__ = 'Build :class:`SwinPEG` (see mmposmlp.models.backbones.swin_peg).'
-MODELS.register_module(name='SwinPEG', module=_build_swin_peg)
+    return _LAZY.get('SwinPEG')
 
 
 def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream class)
@@ -112,6 +96,4 @@ def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream clas
                 for p in self.pegs[i].parameters():
                     p.requires_grad = False
 
-    SwinPEG.__module__ = __name__
-    SwinPEG.__qualname__ = 'SwinPEG'
     return SwinPEG
