@@ -18,6 +18,7 @@ from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin
+from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN  # noqa: F401  (registers WaveMLPFFN)
 
 BN = dict(type='BN')
@@ -166,6 +167,7 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
                  downsamples: Optional[Sequence[bool]] = None,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
+        pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
         arch = self._parse_arch(arch)
         downsamples = [True] * (self.num_stages - 1) if downsamples is None else [bool(d) for d in downsamples]
         if len(downsamples) != self.num_stages - 1:
@@ -289,14 +291,11 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
 
     # ------------------------------------------------------------------ weights
     def init_weights(self):
-        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
-            from ..checkpoints import load_pretrained
+        pretrained = pretrained_init_cfg(self)
+        if pretrained is not None:
             allowed_missing = [f'norm{i}.*' for i in self.out_indices if i != 3]
-            load_pretrained(self, self.init_cfg['checkpoint'],
-                            prefix=self.init_cfg.get('prefix'),
-                            converter=_maybe_convert_official,
-                            allowed_missing=allowed_missing,
-                            prefer_ema=self.init_cfg.get('prefer_ema', True))
+            load_pretrained_init_cfg(self, pretrained, converter=_maybe_convert_official,
+                                     allowed_missing=allowed_missing)
             self._is_init = True
             return
         super().init_weights()
