@@ -16,9 +16,10 @@ covers the whole row (``h``) / column (``w``) at the size it is built for: a ``1
 ``(2H-1) x 1`` kernel with ``W-1`` / ``H-1`` zero padding, so every output token reads every token of
 its row / column, with one weight per channel and offset as in the windowed layers. On Wave-MLP-T* at
 224² this gives 15.52M parameters and 2.40 GFLOPs (fvcore, which also counts the products with the
-padding; 2.27G without them, computed) against the paper's 16M / 2.3G. The other reading, one weight per channel
-and *pair* of tokens (Eq. 2 without weight sharing), would hold 18.82M (computed: C·L² weights per branch and block). The layer refuses any other
-feature-map size (the paper: "infeasible in dense prediction tasks").
+padding; 2.27G without them, computed) against the paper's 16M / 2.3G. The other reading, one weight
+per channel and *pair* of tokens (Eq. 2 without weight sharing), would hold 18.82M (computed: C·L²
+weights per branch and block). The layer refuses any other feature-map size (the paper: "infeasible
+in dense prediction tasks").
 
 The layout follows the official implementation bit for bit (checked against the official test
 vectors, see ``tests/test_wavemlp.py``):
