@@ -100,15 +100,18 @@ def test_wavemlp_all_window_refuses_other_input_sizes():
     from mmposmlp.models.layers.patm import PATM
     model = WaveMLP(TINY, window_size='all', img_size=64).eval()
     with pytest.raises(ValueError, match=r"takes 64x64 inputs only and got 96x64: resize the input or build it "
-                                         r"with img_size=96\."):
+                                         r"with img_size=\(96, 64\)\."):
         model(torch.randn(1, 3, 96, 64))
+    with pytest.raises(ValueError, match=r"got 96x96: .* with img_size=96\."):
+        model(torch.randn(1, 3, 96, 96))
     patm = PATM(8, window_size='all', token_grid=(16, 16))
     with pytest.raises(ValueError, match=r"connects the tokens of 16x16 feature maps and got 16x8"):
         patm(torch.randn(1, 8, 16, 8))
     with pytest.raises(ValueError, match=r"token_grid=\(16, 16\) is only used with window_size='all'"):
         PATM(8, window_size=7, token_grid=(16, 16))
-    with pytest.raises(ValueError, match=r"needs token_grid=\(H, W\)"):
-        PATM(8, window_size='all')
+    for grid in (None, 16, (16, 0)):
+        with pytest.raises(ValueError, match=r"needs token_grid=\(H, W\)"):
+            PATM(8, window_size='all', token_grid=grid)
 
 
 def test_wavemlp_all_params_vs_table7():

@@ -298,7 +298,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         if self.img_size is not None and tuple(x.shape[2:]) != self.img_size:
             raise ValueError(f"this WaveMLP (window_size='all', Wave-MLP Table 7 \"All\") takes "
                              f'{self.img_size[0]}x{self.img_size[1]} inputs only and got '
-                             f'{x.shape[2]}x{x.shape[3]}: resize the input or build it with img_size={x.shape[2]}.')
+                             f'{x.shape[2]}x{x.shape[3]}: resize the input or build it with img_size='
+                             f'{x.shape[2] if x.shape[2] == x.shape[3] else tuple(x.shape[2:])}.')
         x = self.patch_embed(x)
         outs = []
         for i, stage in enumerate(self.stages):

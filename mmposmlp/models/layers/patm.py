@@ -130,7 +130,7 @@ def check_window(window_size, token_grid) -> Optional[tuple]:
         if window_size != 'all':
             raise ValueError(f"window_size must be a positive odd int (paper Table 7: 3, 5, 7) or 'all', got "
                              f'{window_size!r}')
-        if (token_grid is None or len(token_grid) != 2
+        if (not isinstance(token_grid, (tuple, list)) or len(token_grid) != 2
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in token_grid)):
             raise ValueError(f"window_size='all' needs token_grid=(H, W), the feature-map size the token-FC "
                              f'connects (Wave-MLP Table 7 "All" depends on the input size), got {token_grid!r}')
