@@ -64,12 +64,12 @@ def extract_state_dict(ckpt, prefer_ema: bool = True, source: str = 'checkpoint'
                                   f'a dict of tensors or one under {list(STATE_DICT_KEYS)}')
 
 
-def load_checkpoint_file(path: str, prefer_ema: bool = True) -> Dict[str, torch.Tensor]:
+def load_checkpoint_file(path: str, prefer_ema: bool = True, map_location='cpu') -> Dict[str, torch.Tensor]:
     """Read ``path`` and return its weights (:func:`extract_state_dict`), ``module.`` (DDP) removed."""
     if not osp.isfile(path):
         from mmposmlp.utils.pretrained import how_to_make
         raise FileNotFoundError(f'checkpoint {path} does not exist: {how_to_make(path)}.')
-    state = extract_state_dict(safe_torch_load(path), prefer_ema=prefer_ema, source=path)
+    state = extract_state_dict(safe_torch_load(path, map_location=map_location), prefer_ema=prefer_ema, source=path)
     return {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
 
 
@@ -157,12 +157,79 @@ def unexpected_keys_message(source: str, module: torch.nn.Module, unexpected, ex
 def load_pretrained(module: torch.nn.Module, checkpoint: str, prefix: Optional[str] = None,
                     converter: Optional[Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]] = None,
                     allowed_missing: Iterable[str] = (), allowed_unexpected: Iterable[str] = (),
-                    prefer_ema: bool = True, logger=None):
+                    prefer_ema: bool = True, logger=None, map_location='cpu'):
     """Load ``checkpoint`` (path) into ``module`` with prefix stripping and an optional
     official->ours ``converter``; raises :class:`CheckpointMismatchError` on missing keys and on
     checkpoint keys with no place in ``module`` (unless matched by ``allowed_unexpected``)."""
-    state = strip_prefix(load_checkpoint_file(checkpoint, prefer_ema=prefer_ema), prefix)
+    state = strip_prefix(load_checkpoint_file(checkpoint, prefer_ema=prefer_ema, map_location=map_location), prefix)
     if converter is not None:
         state = converter(state)
     return load_state_dict_checked(module, state, allowed_missing, allowed_unexpected,
                                    source=checkpoint, logger=logger)
+
+
+# ---------------------------------------------------------------------------------------------- init_cfg
+#: the keys of a ``dict(type='Pretrained', ...)`` ``init_cfg`` every mmposmlp backbone accepts, with what
+#: each does: mmengine's ``PretrainedInit`` arguments (``checkpoint``, ``prefix``, ``map_location``) and the
+#: options of :func:`load_pretrained`. A backbone may add its own (``PosMLPVideo``: ``inflate``).
+PRETRAINED_INIT_KEYS = {
+    'type': "'Pretrained'",
+    'checkpoint': 'path of the weights file',
+    'prefix': "keep only the keys under this prefix (default: 'backbone.' when the file has such keys)",
+    'map_location': "where the file's tensors are loaded (default 'cpu')",
+    'prefer_ema': 'take the EMA weights when the file holds both (default True)',
+    'ignore_keys': 'fnmatch patterns of checkpoint keys left unused on purpose (default none)',
+}
+
+
+class InitCfgError(ValueError):
+    """An ``init_cfg`` a backbone cannot follow as written (unknown key, value of the wrong type)."""
+
+
+def pretrained_init_cfg(module: torch.nn.Module, extra_keys: Iterable[str] = ()) -> Optional[dict]:
+    """``module.init_cfg`` when it asks for pretrained weights (``type='Pretrained'``), checked; else None.
+
+    Refused in one sentence: a key outside :data:`PRETRAINED_INIT_KEYS` + ``extra_keys`` (naming the
+    closest accepted key and all of them), a missing ``checkpoint``, ``ignore_keys`` given as one string,
+    ``prefer_ema`` not a bool, and a ``Pretrained`` entry inside a list of init configs (mmengine would load
+    it non-strictly, leaving missing weights unreported).
+    """
+    cfg = getattr(module, 'init_cfg', None)
+    owner = type(module).__name__
+    if isinstance(cfg, (list, tuple)):
+        if any(isinstance(c, dict) and str(c.get('type', '')).rpartition('.')[2] == 'Pretrained' for c in cfg):
+            raise InitCfgError(f"{owner}: init_cfg lists a 'Pretrained' entry among {len(cfg)} entries, which "
+                               "mmengine would load without checking the keys; give it alone as "
+                               "init_cfg=dict(type='Pretrained', checkpoint=...).")
+        return None
+    if not isinstance(cfg, dict) or str(cfg.get('type', '')).rpartition('.')[2] != 'Pretrained':
+        return None
+    accepted = list(PRETRAINED_INIT_KEYS) + [k for k in extra_keys if k not in PRETRAINED_INIT_KEYS]
+    unknown = [k for k in cfg if k not in accepted]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), accepted, n=1, cutoff=0.5)
+        hint = f'did you mean {close[0]!r}? ' if close else ''
+        more = f' (and {len(unknown) - 1} more unknown: {unknown[1:]})' if len(unknown) > 1 else ''
+        raise InitCfgError(f"{owner}: init_cfg of type 'Pretrained' has the unknown key {unknown[0]!r}{more}; "
+                           f"{hint}the accepted keys are {', '.join(accepted)}.")
+    if not cfg.get('checkpoint'):
+        raise InitCfgError(f"{owner}: init_cfg of type 'Pretrained' names no checkpoint; add "
+                           "checkpoint='<path of the weights file>' or set init_cfg=None.")
+    if isinstance(cfg.get('ignore_keys'), str):
+        raise InitCfgError(f"{owner}: init_cfg ignore_keys is the string {cfg['ignore_keys']!r}; give a list of "
+                           f"patterns, e.g. ignore_keys=[{cfg['ignore_keys']!r}].")
+    for key in ('prefer_ema', ) + tuple(k for k in extra_keys if k == 'inflate'):
+        if key in cfg and not isinstance(cfg[key], bool):
+            raise InitCfgError(f'{owner}: init_cfg {key}={cfg[key]!r} is not a bool; write {key}=True or '
+                               f'{key}=False.')
+    return cfg
+
+
+def load_pretrained_init_cfg(module: torch.nn.Module, cfg: dict,
+                             converter: Optional[Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]] = None,
+                             allowed_missing: Iterable[str] = ()):
+    """:func:`load_pretrained` with the options of a checked ``Pretrained`` init_cfg
+    (:func:`pretrained_init_cfg`): ``ignore_keys`` become ``allowed_unexpected``."""
+    return load_pretrained(module, cfg['checkpoint'], prefix=cfg.get('prefix'), converter=converter,
+                           allowed_missing=allowed_missing, allowed_unexpected=tuple(cfg.get('ignore_keys', ())),
+                           prefer_ema=cfg.get('prefer_ema', True), map_location=cfg.get('map_location', 'cpu'))

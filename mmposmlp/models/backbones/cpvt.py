@@ -18,7 +18,7 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import constant_init, trunc_normal_init
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from mmposmlp.models.checkpoints import load_pretrained
+from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.models.layers.position_encoding import AbsolutePositionEmbedding, RelativePositionEncoding2d
 from mmposmlp.registry import MODELS
@@ -165,6 +165,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
                  with_cp: bool = False,
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
+        pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
         if isinstance(arch, str):
             if arch.lower() not in self.arch_zoo:
                 raise ValueError(f'unknown CPVT arch {arch!r}; choose one of {sorted(self.arch_zoo)} '
@@ -235,10 +236,9 @@ class CPVT(FrozenStagesMixin, BaseModule):
         self._freeze_stages()
 
     def init_weights(self):
-        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
-                            prefer_ema=self.init_cfg.get('prefer_ema', True),
-                            allowed_unexpected=self.init_cfg.get('ignore_keys', ()))
+        pretrained = pretrained_init_cfg(self)
+        if pretrained is not None:
+            load_pretrained_init_cfg(self, pretrained)
             return
         super().init_weights()
         if self.init_cfg is None:

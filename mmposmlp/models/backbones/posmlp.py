@@ -12,7 +12,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from ..checkpoints import load_pretrained
+from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from .base import ChannelsLastStagesMixin
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.grouped_conv import GroupedConv2d
@@ -212,6 +212,7 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
         if pretrained is not None:  # mmseg pushes a segmentor-level `pretrained` here
             init_cfg = dict(type='Pretrained', checkpoint=pretrained)
         super().__init__(init_cfg=init_cfg)
+        pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
         self.arch_settings = self._parse_arch(arch)
         s = self.arch_settings
         num_stages = len(s['embed_dims'])
@@ -278,12 +279,11 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
 
     # ------------------------------------------------------------------ weights
     def init_weights(self):
-        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
+        pretrained = pretrained_init_cfg(self)
+        if pretrained is not None:
             self._init_default()
-            allowed = self._new_output_norm_keys()
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                            converter=functools.partial(_maybe_convert_official, model=self),
-                            allowed_missing=allowed, prefer_ema=self.init_cfg.get('prefer_ema', True))
+            load_pretrained_init_cfg(self, pretrained, allowed_missing=self._new_output_norm_keys(),
+                                     converter=functools.partial(_maybe_convert_official, model=self))
             self._is_init = True
             return
         super().init_weights()

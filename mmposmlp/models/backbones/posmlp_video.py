@@ -18,7 +18,7 @@ from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
 from .base import ChannelsLastStagesMixin
-from ..checkpoints import load_pretrained
+from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.relative_position import LearnedPositionMixing
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
@@ -305,6 +305,7 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
                  downsamples: Optional[Sequence[bool]] = None,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
+        pretrained_init_cfg(self, extra_keys=('inflate', ))  # refuse a misspelt Pretrained init_cfg when built
         s = self.arch_settings = self._parse_arch(arch)
         downsamples = [True] * (len(s['embed_dims']) - 1) if downsamples is None else [bool(d) for d in downsamples]
         if len(downsamples) != len(s['embed_dims']) - 1:
@@ -398,14 +399,14 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
         return keys
 
     def init_weights(self):
-        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
+        pretrained = pretrained_init_cfg(self, extra_keys=('inflate', ))
+        if pretrained is not None:
             self._init_default()
             allowed = self._new_output_norm_keys()
-            if self.init_cfg.get('inflate', False):
+            if pretrained.get('inflate', False):
                 allowed += self.temporal_gate_keys()
-            res = load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                                  converter=_maybe_convert_official, allowed_missing=allowed,
-                                  prefer_ema=self.init_cfg.get('prefer_ema', True))
+            res = load_pretrained_init_cfg(self, pretrained, converter=_maybe_convert_official,
+                                           allowed_missing=allowed)
             temporal = set(self.temporal_gate_keys())
             new = [k for k in res.missing_keys if k in temporal]
             if new:

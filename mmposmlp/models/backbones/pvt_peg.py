@@ -23,7 +23,7 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_init
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from mmposmlp.models.checkpoints import load_pretrained
+from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin
@@ -221,6 +221,7 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                  with_cp: bool = False,
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
+        pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
         if isinstance(arch, str):
             if arch.lower() not in self.arch_zoo:
                 raise ValueError(f'unknown PVTPEG arch {arch!r}; choose one of '
@@ -299,12 +300,10 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
 
     # ------------------------------------------------------------------ init / loading
     def init_weights(self):
-        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
-                            converter=functools.partial(convert_pcpvt,
-                                                        ignore_keys=self.init_cfg.get('ignore_keys', ())),
-                            prefer_ema=self.init_cfg.get('prefer_ema', True),
-                            allowed_unexpected=self.init_cfg.get('ignore_keys', ()))
+        pretrained = pretrained_init_cfg(self)
+        if pretrained is not None:
+            load_pretrained_init_cfg(self, pretrained, converter=functools.partial(
+                convert_pcpvt, ignore_keys=tuple(pretrained.get('ignore_keys', ()))))
             return
         super().init_weights()
         if self.init_cfg is None:

@@ -18,7 +18,8 @@ from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin
-from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN  # noqa: F401  (registers WaveMLPFFN)
+from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN, check_window  # noqa: F401  (registers WaveMLPFFN)
 
 BN = dict(type='BN')
 GN1 = dict(type='GN', num_groups=1)  # official ``MyNorm`` = nn.GroupNorm(1, C), eps 1e-5
@@ -42,12 +43,13 @@ class WaveBlock(BaseModule):
 
     def __init__(self, embed_dims, mlp_ratio, norm_cfg, phase_mode='fc', window_size=7,
                  phase_norm_cfg=BN, ffn_cfg=None, drop_rate=0., drop_path_rate=0.,
-                 with_cp=False, qkv_bias=False, init_cfg=None):
+                 with_cp=False, qkv_bias=False, token_grid=None, init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         self.with_cp = with_cp
         self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.token_mixer = PATM(embed_dims, phase_mode=phase_mode, window_size=window_size,
-                                phase_norm_cfg=phase_norm_cfg, proj_drop=drop_rate, qkv_bias=qkv_bias)
+                                phase_norm_cfg=phase_norm_cfg, proj_drop=drop_rate, qkv_bias=qkv_bias,
+                                token_grid=token_grid)
         self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.ffn = build_ffn(ffn_cfg, embed_dims, mlp_ratio)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
@@ -60,6 +62,28 @@ class WaveBlock(BaseModule):
         if self.with_cp and x.requires_grad:
             return cp.checkpoint(self._inner_forward, x, use_reentrant=False)
         return self._inner_forward(x)
+
+
+def _stage_grids(window_size, img_size, downsamples) -> Optional[tuple]:
+    """``((H, W), [stage grids])`` of a ``window_size='all'`` model: the stem (7x7/4, pad 2) and each
+    downsample (3x3/2, pad 1) as conv output sizes; None for windowed models."""
+    if window_size != 'all':
+        check_window(window_size, None)
+        if img_size is not None:
+            raise ValueError(f"img_size={img_size!r} is only used with window_size='all' (Wave-MLP Table 7 "
+                             f'"All"); a {window_size!r}-token window runs at any input size: remove img_size')
+        return None
+    if img_size is None:
+        raise ValueError("window_size='all' (Wave-MLP Table 7 \"All\") fixes the input size: give img_size, "
+                         'e.g. img_size=224 as the paper evaluates it')
+    hw = tuple(img_size) if isinstance(img_size, (tuple, list)) else (img_size, img_size)
+    size = [(v + 2 * 2 - 7) // 4 + 1 for v in hw]
+    grids = [tuple(size)]
+    for d in downsamples:
+        if d:
+            size = [(v + 2 * 1 - 3) // 2 + 1 for v in size]
+        grids.append(tuple(size))
+    return hw, grids
 
 
 def build_ffn(ffn_cfg: Optional[dict], embed_dims: int, mlp_ratio: float) -> nn.Module:
@@ -102,7 +126,10 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
             ``norm_cfg`` (default BN), ``stem_norm`` (default True; the official ``ds_use_norm``)
             and ``phase_mode`` (``'fc'`` default or ``'depthwise'``).
         in_channels (int): input channels. Defaults to 3.
-        window_size (int): token-FC window (paper Table 7). Defaults to 7.
+        window_size (int | str): token-FC window (paper Table 7). Defaults to 7. ``'all'`` (Table 7
+            "All") connects whole rows / columns and fixes the input size to ``img_size``.
+        img_size (int | Sequence[int], optional): the only input size of a ``window_size='all'``
+            model (Table 7 evaluates it at 224); refused with any other window size.
         out_indices (Sequence[int]): stages whose outputs are returned, each through an output
             norm ``norm{i}`` of the arch's norm type (official ``fork_feat`` norms). For
             classification use ``(3,)``: ``norm3`` is the official final ``norm``.
@@ -151,7 +178,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
     def __init__(self,
                  arch: Union[str, dict] = 't',
                  in_channels: int = 3,
-                 window_size: int = 7,
+                 window_size: Union[int, str] = 7,
+                 img_size: Optional[Union[int, Sequence[int]]] = None,
                  out_indices: Sequence[int] = (3,),
                  phase_mode: Optional[str] = None,
                  norm_cfg: Optional[dict] = None,
@@ -166,6 +194,7 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
                  downsamples: Optional[Sequence[bool]] = None,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
+        pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
         arch = self._parse_arch(arch)
         downsamples = [True] * (self.num_stages - 1) if downsamples is None else [bool(d) for d in downsamples]
         if len(downsamples) != self.num_stages - 1:
@@ -185,6 +214,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         stem_norm_cfg = self.norm_cfg if arch.get('stem_norm', True) else None
         self.in_channels = in_channels
         self.window_size = window_size
+        grids = _stage_grids(window_size, img_size, downsamples)
+        self.img_size, self.stage_grids = grids if grids else (None, None)
 
         if isinstance(out_indices, int):
             out_indices = [out_indices]
@@ -215,7 +246,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
                 WaveBlock(dims, ratio, self.norm_cfg, phase_mode=self.phase_mode,
                           window_size=window_size, phase_norm_cfg=phase_norm_cfg,
                           ffn_cfg=ffn_cfg, drop_rate=drop_rate, drop_path_rate=dpr[k + j],
-                          with_cp=with_cp, qkv_bias=qkv_bias) for j in range(depth)
+                          with_cp=with_cp, qkv_bias=qkv_bias,
+                          token_grid=self.stage_grids[i] if self.stage_grids else None) for j in range(depth)
             ]))
             k += depth
         for i in self.out_indices:
@@ -263,6 +295,11 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         if x.shape[2] < 3 or x.shape[3] < 3:
             raise ValueError(f'input {tuple(x.shape[2:])} is too small: the 7x7 stride-4 stem '
                              'with padding 2 needs H, W >= 3')
+        if self.img_size is not None and tuple(x.shape[2:]) != self.img_size:
+            raise ValueError(f"this WaveMLP (window_size='all', Wave-MLP Table 7 \"All\") takes "
+                             f'{self.img_size[0]}x{self.img_size[1]} inputs only and got '
+                             f'{x.shape[2]}x{x.shape[3]}: resize the input or build it with img_size='
+                             f'{x.shape[2] if x.shape[2] == x.shape[3] else tuple(x.shape[2:])}.')
         x = self.patch_embed(x)
         outs = []
         for i, stage in enumerate(self.stages):
@@ -289,14 +326,11 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
 
     # ------------------------------------------------------------------ weights
     def init_weights(self):
-        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
-            from ..checkpoints import load_pretrained
+        pretrained = pretrained_init_cfg(self)
+        if pretrained is not None:
             allowed_missing = [f'norm{i}.*' for i in self.out_indices if i != 3]
-            load_pretrained(self, self.init_cfg['checkpoint'],
-                            prefix=self.init_cfg.get('prefix'),
-                            converter=_maybe_convert_official,
-                            allowed_missing=allowed_missing,
-                            prefer_ema=self.init_cfg.get('prefer_ema', True))
+            load_pretrained_init_cfg(self, pretrained, converter=_maybe_convert_official,
+                                     allowed_missing=allowed_missing)
             self._is_init = True
             return
         super().init_weights()

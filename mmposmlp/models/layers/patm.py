@@ -10,6 +10,17 @@ channel-FC of the input and the phase ``theta_j`` is estimated from the input by
 inside a local window (Table 7: window 3/5/7). Two such branches (official names ``h`` and ``w``)
 and a plain channel-FC branch ``c`` are summed with a softmax re-weighting (Sec. 3.3).
 
+Table 7's "All" (``window_size='all'``): "the token-FC connects all the tokens in a layer", with
+parameters "corrected to the size of input image". We build it as the windowed token-FC whose window
+covers the whole row (``h``) / column (``w``) at the size it is built for: a ``1 x (2W-1)`` /
+``(2H-1) x 1`` kernel with ``W-1`` / ``H-1`` zero padding, so every output token reads every token of
+its row / column, with one weight per channel and offset as in the windowed layers. On Wave-MLP-T* at
+224² this gives 15.52M parameters and 2.40 GFLOPs (fvcore, which also counts the products with the
+padding; 2.27G without them, computed) against the paper's 16M / 2.3G. The other reading, one weight
+per channel and *pair* of tokens (Eq. 2 without weight sharing), would hold 18.82M (computed: C·L²
+weights per branch and block). The layer refuses any other feature-map size (the paper: "infeasible
+in dense prediction tasks").
+
 The layout follows the official implementation bit for bit (checked against the official test
 vectors, see ``tests/test_wavemlp.py``):
 
@@ -23,7 +34,7 @@ vectors, see ``tests/test_wavemlp.py``):
 * the phase branch is ``conv -> norm -> ReLU`` whose norm is BatchNorm in every official model,
   including the GroupNorm ones (S/M/B).
 """
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
@@ -113,6 +124,27 @@ class PhaseEstimation(nn.Module):
         return self.act(self.norm(self.conv(x)))
 
 
+def check_window(window_size, token_grid) -> Optional[tuple]:
+    """Check PATM's ``window_size`` / ``token_grid`` pair; returns ``token_grid`` as ``(H, W)`` for
+    ``'all'``, else None. Each wrong combination is refused in one sentence."""
+    if isinstance(window_size, str):
+        if window_size != 'all':
+            raise ValueError(f"window_size must be a positive odd int (paper Table 7: 3, 5, 7) or 'all', got "
+                             f'{window_size!r}')
+        if (not isinstance(token_grid, (tuple, list)) or len(token_grid) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in token_grid)):
+            raise ValueError(f"window_size='all' needs token_grid=(H, W), the feature-map size the token-FC "
+                             f'connects (Wave-MLP Table 7 "All" depends on the input size), got {token_grid!r}')
+        return tuple(token_grid)
+    if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1 or window_size % 2 == 0:
+        raise ValueError(f"window_size must be a positive odd int (paper Table 7: 3, 5, 7) or 'all', got "
+                         f'{window_size!r}')
+    if token_grid is not None:
+        raise ValueError(f"token_grid={token_grid!r} is only used with window_size='all' (a {window_size}-token "
+                         'window works at any input size): remove it')
+    return None
+
+
 @MODELS.register_module()
 class PATM(BaseModule):
     """Phase-aware token mixing (Wave-MLP Fig. 2 / Eq. 4-6), NCHW in and out.
@@ -120,7 +152,10 @@ class PATM(BaseModule):
     Args:
         embed_dims (int): channels C.
         phase_mode (str): phase estimation, ``'fc'`` (channel-FC) or ``'depthwise'`` (T*).
-        window_size (int): token-FC window K (odd; the paper uses 7, Table 7 ablates 3/5/7).
+        window_size (int | str): token-FC window K (odd; the paper uses 7, Table 7 ablates 3/5/7), or
+            ``'all'`` (Table 7 "All": the whole row / column of a ``token_grid`` feature map).
+        token_grid (Sequence[int], optional): ``(H, W)`` of the feature maps, required by and only
+            accepted with ``window_size='all'``.
         phase_norm_cfg (dict): norm inside the phase estimation (BatchNorm officially).
         proj_drop (float): dropout after the output projection.
         qkv_bias (bool): bias of the amplitude/channel FCs (False in every official model).
@@ -132,16 +167,14 @@ class PATM(BaseModule):
     def __init__(self,
                  embed_dims: int,
                  phase_mode: str = 'fc',
-                 window_size: int = 7,
+                 window_size: Union[int, str] = 7,
                  phase_norm_cfg: dict = dict(type='BN'),
                  proj_drop: float = 0.,
                  qkv_bias: bool = False,
+                 token_grid: Optional[Sequence[int]] = None,
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
-        if not isinstance(window_size, int) or window_size < 1 or window_size % 2 == 0:
-            raise ValueError(f'window_size must be a positive odd int (paper Table 7: 3, 5, 7), '
-                             f'got {window_size!r}; the "All" variant of Table 7 depends on the '
-                             'input size and is not supported')
+        self.token_grid = check_window(window_size, token_grid)
         C = embed_dims
         self.embed_dims = C
         self.window_size = window_size
@@ -149,10 +182,14 @@ class PATM(BaseModule):
         self.amplitude_h = nn.Conv2d(C, C, 1, bias=qkv_bias)
         self.amplitude_w = nn.Conv2d(C, C, 1, bias=qkv_bias)
         self.channel_fc = nn.Conv2d(C, C, 1, bias=qkv_bias)
-        # token-FC in a K-window, on the 2C [cos | sin] channels, output channel g <- (2g, 2g+1)
-        k, p = window_size, window_size // 2
-        self.token_fc_h = GroupedConv2d(2 * C, C, (1, k), padding=(0, p), groups=C, bias=False)
-        self.token_fc_w = GroupedConv2d(2 * C, C, (k, 1), padding=(p, 0), groups=C, bias=False)
+        # token-FC in a K-window, on the 2C [cos | sin] channels, output channel g <- (2g, 2g+1);
+        # 'all': K = 2L - 1 with L - 1 padding reaches every token of a row / column of length L
+        if self.token_grid is None:
+            k_h = k_w = window_size
+        else:
+            k_w, k_h = 2 * self.token_grid[1] - 1, 2 * self.token_grid[0] - 1
+        self.token_fc_h = GroupedConv2d(2 * C, C, (1, k_w), padding=(0, k_w // 2), groups=C, bias=False)
+        self.token_fc_w = GroupedConv2d(2 * C, C, (k_h, 1), padding=(k_h // 2, 0), groups=C, bias=False)
         self.phase_h = PhaseEstimation(C, phase_mode, phase_norm_cfg)
         self.phase_w = PhaseEstimation(C, phase_mode, phase_norm_cfg)
         self.reweight = WaveMLPFFN(C, C // 4, out_channels=3 * C)
@@ -168,6 +205,10 @@ class PATM(BaseModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape
+        if self.token_grid is not None and (H, W) != self.token_grid:
+            raise ValueError(f"PATM with window_size='all' (Wave-MLP Table 7 \"All\") connects the tokens of "
+                             f'{self.token_grid[0]}x{self.token_grid[1]} feature maps and got {H}x{W}: build the '
+                             'model for this input size (WaveMLP img_size=...) or use window_size=3, 5 or 7.')
         theta_h = self.phase_h(x)
         theta_w = self.phase_w(x)
         if self.keep_phases:

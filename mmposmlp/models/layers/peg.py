@@ -74,6 +74,8 @@ class PEG(BaseModule):
                  frozen: bool = False,
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
+        from mmposmlp.models.checkpoints import pretrained_init_cfg
+        pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
         if padding_mode not in PADDING_MODES:
             raise ValueError(f'PEG padding_mode must be one of {PADDING_MODES}, got {padding_mode!r}')
         if conv_type not in CONV_TYPES:
@@ -113,10 +115,10 @@ class PEG(BaseModule):
                 p.requires_grad = False
 
     def init_weights(self):
-        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            from mmposmlp.models.checkpoints import load_pretrained
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix', None),
-                            prefer_ema=self.init_cfg.get('prefer_ema', True), allowed_unexpected=())
+        from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+        pretrained = pretrained_init_cfg(self)
+        if pretrained is not None:
+            load_pretrained_init_cfg(self, pretrained)
             self._is_init = True
             return
         super().init_weights()

@@ -1,0 +1,145 @@
+"""A ``Pretrained`` init_cfg is followed exactly as written: an unknown key (a typo such as ``prefx`` or
+``prefer_EMA``) is refused in one sentence naming it, the closest accepted key and all accepted keys, when
+the backbone is built (and again by ``init_weights`` if ``init_cfg`` was changed later); every accepted key
+has its effect in every backbone family (``ignore_keys``, ``prefer_ema``, ``prefix``, ``map_location``).
+"""
+import pytest
+import torch
+
+import mmposmlp.models.checkpoints as ckpt_mod
+from mmposmlp.models.backbones.cpvt import CPVT
+from mmposmlp.models.backbones.posmlp import PosMLP
+from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
+from mmposmlp.models.backbones.pvt_peg import PVTPEG
+from mmposmlp.models.backbones.wave_mlp import WaveMLP
+from mmposmlp.models.checkpoints import (PRETRAINED_INIT_KEYS, CheckpointMismatchError, InitCfgError,
+                                         pretrained_init_cfg)
+from mmposmlp.models.layers.peg import PEG
+
+# one small model per family that reads a Pretrained init_cfg itself: (class, kwargs, family-only keys)
+FAMILIES = {
+    'PosMLP': (PosMLP, dict(arch=dict(embed_dims=[8, 16, 16, 32], depths=[1, 1, 1, 1], groups=[2, 2, 4, 4],
+                                      mlp_ratios=[2, 2, 2, 2], window_sizes=[7, 7, 7, 7])), ()),
+    'PosMLPVideo': (PosMLPVideo, dict(arch=dict(embed_dims=[8, 16, 16, 32], depths=[1, 1, 1, 1], mlp_ratio=2,
+                                                groups=[2, 2, 4, 4],
+                                                window_sizes=[(4, 4, 4), (4, 4, 4), (4, 2, 2), (4, 2, 2)])),
+                    ('inflate', )),
+    'WaveMLP': (WaveMLP, dict(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], mlp_ratios=[2, 2, 2, 2])),
+                ()),
+    'CPVT': (CPVT, dict(arch=dict(embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32),
+                        peg_positions=(0, )), ()),
+    'PVTPEG': (PVTPEG, dict(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+                                      mlp_ratios=[2, 2, 2, 2], sr_ratios=[8, 4, 2, 1])), ()),
+    'PEG': (PEG, dict(embed_dims=8), ()),
+}
+
+
+def _build(family, init_cfg=None):
+    cls, kwargs, _ = FAMILIES[family]
+    torch.manual_seed(0)
+    return cls(**kwargs, init_cfg=init_cfg)
+
+
+def _save(tmp_path, family, state=None, name='w.pth'):
+    """A checkpoint in our own format for ``family`` (a whole-model file: keys under ``backbone.``)."""
+    state = _build(family).state_dict() if state is None else state
+    path = str(tmp_path / name)
+    torch.save({'state_dict': {'backbone.' + k: v for k, v in state.items()}}, path)
+    return path
+
+
+def _accepted(family):
+    return list(PRETRAINED_INIT_KEYS) + list(FAMILIES[family][2])
+
+
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+@pytest.mark.parametrize('typo,closest', [('prefx', 'prefix'), ('prefer_EMA', 'prefer_ema'),
+                                          ('ignore_key', 'ignore_keys'), ('map_locaton', 'map_location')])
+def test_unknown_key_is_refused_when_built_naming_it_the_closest_key_and_all_keys(tmp_path, family, typo,
+                                                                                   closest):
+    path = _save(tmp_path, family)
+    with pytest.raises(InitCfgError) as err:
+        _build(family, dict(type='Pretrained', checkpoint=path, **{typo: 'x'}))
+    msg = str(err.value)
+    assert f'unknown key {typo!r}' in msg and f'did you mean {closest!r}?' in msg
+    assert msg.endswith('the accepted keys are ' + ', '.join(_accepted(family)) + '.')
+    assert msg.startswith(FAMILIES[family][0].__name__ + ':')
+    assert '\n' not in msg
+
+
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_unknown_key_set_after_building_is_refused_by_init_weights_before_loading(tmp_path, family, monkeypatch):
+    model = _build(family)
+    model.init_cfg = dict(type='Pretrained', checkpoint=_save(tmp_path, family), strict=False)
+    monkeypatch.setattr(ckpt_mod, 'load_checkpoint_file', lambda *a, **k: pytest.fail('loaded before checking'))
+    with pytest.raises(InitCfgError, match=r"unknown key 'strict'; the accepted keys are type, checkpoint"):
+        model.init_weights()
+
+
+def test_inflate_is_a_posmlp_video_key_only(tmp_path):
+    with pytest.raises(InitCfgError, match=r"PosMLP: .*unknown key 'inflate'"):
+        _build('PosMLP', dict(type='Pretrained', checkpoint=_save(tmp_path, 'PosMLP'), inflate=True))
+    _build('PosMLPVideo', dict(type='Pretrained', checkpoint=_save(tmp_path, 'PosMLPVideo'), inflate=True))
+
+
+@pytest.mark.parametrize('cfg,match', [
+    (dict(type='Pretrained', prefix='backbone.'), r"names no checkpoint; add checkpoint='<path"),
+    (dict(type='Pretrained', checkpoint='w.pth', ignore_keys='head.*'),
+     r"ignore_keys is the string 'head\.\*'; give a list of patterns, e\.g\. ignore_keys=\['head\.\*'\]"),
+    (dict(type='Pretrained', checkpoint='w.pth', prefer_ema='yes'), r"prefer_ema='yes' is not a bool"),
+])
+def test_malformed_values_are_refused_in_one_sentence(cfg, match):
+    with pytest.raises(InitCfgError, match=match) as err:
+        _build('CPVT', cfg)
+    assert '\n' not in str(err.value)
+
+
+def test_a_pretrained_entry_inside_a_list_is_refused():
+    """mmengine would run it as its own non-strict PretrainedInit: missing weights would pass silently."""
+    cfg = [dict(type='TruncNormal', layer='Linear', std=.02), dict(type='Pretrained', checkpoint='w.pth')]
+    with pytest.raises(InitCfgError, match=r"lists a 'Pretrained' entry among 2 entries.*give it alone"):
+        _build('WaveMLP', cfg)
+    # other init configs are mmengine's business and pass through untouched
+    model = _build('WaveMLP', [dict(type='TruncNormal', layer='Linear', std=.02)])
+    assert pretrained_init_cfg(model) is None
+
+
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_every_accepted_key_has_its_effect(tmp_path, family, monkeypatch):
+    """prefix and ignore_keys select the weights, prefer_ema picks them, map_location reaches torch.load."""
+    src = _build(family)
+    ema = {k: v + 1 if v.is_floating_point() else v for k, v in src.state_dict().items()}
+    extra = {'backbone.extra_unused.weight': torch.zeros(2)}
+    path = str(tmp_path / 'w.pth')
+    torch.save({'state_dict': {**{'backbone.' + k: v for k, v in src.state_dict().items()}, **extra},
+                'state_dict_ema': {**{'backbone.' + k: v for k, v in ema.items()}, **extra}}, path)
+    seen = []
+    real_load = ckpt_mod.safe_torch_load
+    monkeypatch.setattr(ckpt_mod, 'safe_torch_load', lambda p, map_location='cpu': (seen.append(map_location),
+                                                                                     real_load(p, map_location))[1])
+    base = dict(type='Pretrained', checkpoint=path, prefix='backbone.')
+    with pytest.raises(CheckpointMismatchError, match=r"'extra_unused\.weight'.*ignore_keys="):
+        _build(family, base).init_weights()
+    for prefer_ema, ref in ((False, src.state_dict()), (True, ema)):
+        model = _build(family, dict(base, ignore_keys=['extra_unused.*'], prefer_ema=prefer_ema,
+                                    map_location=torch.device('cpu')))
+        model.init_weights()
+        own = model.state_dict()
+        assert all(torch.equal(own[k], v) for k, v in ref.items()), (family, prefer_ema)
+    assert seen == ['cpu', torch.device('cpu'), torch.device('cpu')]
+    # a prefix that matches nothing is an error, not an empty load
+    with pytest.raises(CheckpointMismatchError, match="no key of the checkpoint starts with 'model.'"):
+        _build(family, dict(base, prefix='model.', ignore_keys=['extra_unused.*'])).init_weights()
+
+
+def test_the_build_error_a_tool_prints_is_the_one_sentence(tmp_path):
+    """tools/train.py builds the model inside build_runner: the refusal reaches the user as this sentence."""
+    from mmposmlp.engine.entry import explain_build_error
+    from mmposmlp.registry import MODELS
+    cfg = dict(type='mmposmlp.WaveMLP', arch=FAMILIES['WaveMLP'][1]['arch'],
+               init_cfg=dict(type='Pretrained', checkpoint=_save(tmp_path, 'WaveMLP'), prefer_emma=False))
+    with pytest.raises(InitCfgError) as err:
+        MODELS.build(cfg)
+    msg = explain_build_error(err.value)
+    assert msg.startswith('the config could not be built: InitCfgError: WaveMLP: init_cfg of type')
+    assert "did you mean 'prefer_ema'?" in msg and '\n' not in msg
