@@ -165,6 +165,8 @@ ROWS = {
     'wavemlp-t-dw-phase-identity_8xb128_in1k': (f'{_W} Table 6, identity phase, Wave-MLP-T*', top1(79.3), 15, 2.1),
     'wavemlp-t-dw-w3_8xb128_in1k': (f'{_W} Table 7, window 3, Wave-MLP-T*', top1(79.7), 15, 2.1),
     'wavemlp-t-dw-w5_8xb128_in1k': (f'{_W} Table 7, window 5, Wave-MLP-T*', top1(79.8), 15, 2.1),
+    'wavemlp-t-dw-all_8xb128_in1k': (f'{_W} Table 7, "All" (token-FC over whole rows / columns at 224x224), '
+                                     'Wave-MLP-T*', top1(80.0), 16, 2.3),
     # Table 9's params/FLOPs (25.3M / 196.3G ...) are the paper's and cannot hold a Mask R-CNN (family README)
     'mask-rcnn_wavemlp-t_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-T', ap(44.1, 40.1),
                                            25.3, 196.3),
