@@ -143,3 +143,58 @@ def test_the_build_error_a_tool_prints_is_the_one_sentence(tmp_path):
     msg = explain_build_error(err.value)
     assert msg.startswith('the config could not be built: InitCfgError: WaveMLP: init_cfg of type')
     assert "did you mean 'prefer_ema'?" in msg and '\n' not in msg
+
+
+# the upstream-hosted backbones: the IMLP adapters (mmpretrain hosts) and Swin+PEG
+UPSTREAM_HOSTED = {
+    'SwinTransformerIMLP': dict(arch=dict(embed_dims=16, depths=[1, 1], num_heads=[1, 2]), img_size=32,
+                                window_size=4, out_indices=(1, ), drop_path_rate=0.),
+    'PoolFormerIMLP': dict(arch=dict(layers=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], mlp_ratios=[4, 4, 4, 4],
+                                     layer_scale_init_value=1e-5)),
+    'SwinPEG': dict(arch=dict(embed_dims=16, depths=[1, 1], num_heads=[1, 2]), img_size=32, window_size=4,
+                    out_indices=(1, ), drop_path_rate=0.),
+}
+
+
+def _build_hosted(name, init_cfg=None):
+    from mmengine.registry import DefaultScope
+
+    from mmposmlp.registry import MODELS
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope('mmposmlp'):
+        return MODELS.build(dict(type=f'mmposmlp.{name}', init_cfg=init_cfg, **UPSTREAM_HOSTED[name]))
+
+
+@pytest.mark.parametrize('name', sorted(UPSTREAM_HOSTED))
+def test_upstream_hosted_backbones_refuse_unknown_keys_and_follow_the_accepted_ones(tmp_path, name):
+    model = _build_hosted(name)
+    state = model.state_dict()
+    path = str(tmp_path / 'w.pth')
+    ema = {k: v + 1 if v.is_floating_point() else v for k, v in state.items()}
+    torch.save({'state_dict': {'backbone.' + k: v for k, v in state.items()},
+                'state_dict_ema': {'backbone.' + k: v for k, v in ema.items()}}, path)
+    typo = _build_hosted(name, dict(type='Pretrained', checkpoint=path, prefx='backbone.'))
+    with pytest.raises(InitCfgError, match=r"unknown key 'prefx'; did you mean 'prefix'\? the accepted keys"):
+        typo.init_weights()
+    for prefer_ema, want in ((False, state), (True, ema)):
+        loaded = _build_hosted(name, dict(type='Pretrained', checkpoint=path, prefer_ema=prefer_ema))
+        loaded.init_weights()
+        got = loaded.state_dict()
+        assert all(torch.equal(got[k], want[k]) for k in want if want[k].is_floating_point()), prefer_ema
+
+
+def test_dense_swin_imlp_refuses_keys_its_upstream_loader_would_ignore(tmp_path):
+    pytest.importorskip('mmdet')
+    from mmengine.registry import DefaultScope
+
+    from mmposmlp.registry import MODELS
+    with DefaultScope.overwrite_default_scope('mmposmlp'):
+        model = MODELS.build(dict(type='mmposmlp.DetSwinTransformerIMLP', embed_dims=16, depths=[1, 1],
+                                  num_heads=[1, 2], strides=(4, 2), out_indices=(0, 1), window_size=4,
+                                  init_cfg=dict(type='Pretrained', checkpoint='x.pth', prefer_ema=False)))
+    with pytest.raises(InitCfgError, match=r"DetSwinTransformerIMLP: init_cfg keys \['prefer_ema'\] are not "
+                                           r"followed by mmdet's SwinTransformer"):
+        model.init_weights()
+    model.init_cfg = dict(type='Pretrained', checkpoint='x.pth', prefx='a')
+    with pytest.raises(InitCfgError, match="unknown key 'prefx'"):
+        model.init_weights()

@@ -44,8 +44,8 @@ import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
 
 from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
-from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, extract_state_dict, load_state_dict_checked,
-                                         strip_prefix)
+from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, InitCfgError, extract_state_dict,
+                                         load_state_dict_checked, pretrained_init_cfg, strip_prefix)
 from mmposmlp.models.layers.imlp import IMLP
 from mmposmlp.registry import MODELS
 
@@ -154,20 +154,19 @@ class IMLPAdapterMixin:
                 m.reset_fc_parameters()
 
     def _pretrained_cfg(self) -> Optional[dict]:
-        cfg = getattr(self, 'init_cfg', None)
-        if isinstance(cfg, dict) and cfg.get('type') == 'Pretrained':
-            return cfg
-        return None
+        """The checked ``Pretrained`` init_cfg (unknown keys refused in one sentence), else None."""
+        return pretrained_init_cfg(self)
 
     def _load_pretrained_cfg(self, cfg: dict):
         path = cfg['checkpoint']
+        map_location = cfg.get('map_location', 'cpu')
         if osp.isfile(path):
             from mmposmlp.utils.compat import safe_torch_load
-            ckpt = safe_torch_load(path)
+            ckpt = safe_torch_load(path, map_location=map_location)
         else:
             from mmengine.runner.checkpoint import CheckpointLoader
-            ckpt = CheckpointLoader.load_checkpoint(path, map_location='cpu')
-        state = extract_state_dict(ckpt)
+            ckpt = CheckpointLoader.load_checkpoint(path, map_location=map_location)
+        state = extract_state_dict(ckpt, prefer_ema=cfg.get('prefer_ema', True), source=path)
         state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
         state = strip_prefix(state, cfg.get('prefix'))
         return load_host_state_dict(self, state, source=path, allowed_unexpected=cfg.get('ignore_keys', ()))
@@ -366,6 +365,12 @@ def _make_dense_swin(lib: str) -> Dict[str, type]:
         # Upstream init: from scratch it inits every Linear (IMLPs included); with a
         # Pretrained init_cfg it converts/strips/resizes and calls self.load_state_dict,
         # which the mixin routes through load_host_state_dict. IMLPs are initialised first.
+        cfg = pretrained_init_cfg(self)
+        unused = [k for k in cfg or () if k not in ('type', 'checkpoint')]
+        if unused:
+            raise InitCfgError(f"{name}: init_cfg keys {unused} are not followed by {lib}'s SwinTransformer, "
+                               "whose Pretrained loading reads only 'checkpoint'; remove them (to choose a "
+                               "prefix or the EMA weights, convert the file first).")
         self._init_imlp_ffns()
         SwinTransformer.init_weights(self)
 

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 from mmengine.model import ModuleList
 
 from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
+from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from mmposmlp.models.layers.peg import PEG
 
 
@@ -88,6 +89,19 @@ def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream clas
                 if stage.downsample is not None and not self.out_after_downsample:
                     x, hw_shape = stage.downsample(x, hw_shape)
             return tuple(outs)
+
+        def init_weights(self):
+            """Swin's own init; a ``Pretrained`` init_cfg (keys checked, unknown ones refused) is then
+            loaded strictly except for the PEGs (a Swin checkpoint has none)."""
+            cfg = pretrained_init_cfg(self)
+            if cfg is None:
+                return super().init_weights()
+            self.init_cfg = None
+            try:
+                super().init_weights()
+            finally:
+                self.init_cfg = cfg
+            load_pretrained_init_cfg(self, cfg, allowed_missing=['pegs.*'])
 
         def _freeze_stages(self):
             super()._freeze_stages()
