@@ -1,4 +1,6 @@
 # PosMLP-Video-S on sthv2, 16 frames.
+# Architecture: the paper's S (72-576 channels, 13.51M; Sec. 4.4 / Table 6). The official SSV2_MLP_S16.yaml's
+# widths 112-784 and drop path 0.3 describe a model that cannot be built with its groups (README.md, SSv2).
 # sparse-sampling recipe (paper Sec. 4.2): as Kinetics-400 but 5 warm-up epochs, lr 4e-4,
 # drop path 0.1; test 1 clip x 3 crops.
 # From the official SSV1_MLP_S16.yaml (the paper is silent): mixup 0.8 / cutmix 1.0, label smoothing
