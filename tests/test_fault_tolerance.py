@@ -91,6 +91,8 @@ def _assert_same(work_a, log_a, work_b, log_b):
     assert _top1(log_a) == _top1(log_b)
 
 
+@pytest.mark.slow  # ~26 s; in the default suite: test_exact_resume.py (stochastic PosMLP killed mid-iteration,
+# mid-write and mid-validation) and test_dist_faults.py (SIGKILL to a launcher's process group)
 def test_sigkill_then_resume_equals_uninterrupted(toy_data, tmp_path):
     cfg = _cfg(tmp_path, toy_data)
     cmd = [sys.executable, TRAIN, cfg]

@@ -70,6 +70,7 @@ def test_mask_rcnn_posmlp_t_toy(toy_cwd):
     assert 'picture saved' in demo and os.path.getsize(out) > 1000
 
 
+@pytest.mark.slow  # ~30 s; default: the PosMLP-T Mask R-CNN above, RetinaNet heads in test_wavemlp/test_cpvt_toy_e2e
 def test_retinanet_posmlp_t_toy(toy_cwd):
     log = train_and_test(os.path.join(TOY, 'retinanet_posmlp-t_1x_toy-coco.py'), str(toy_cwd),
                          DET_OPTS + KEEP_ALL['retina'])
@@ -80,7 +81,9 @@ SEG_OPTS = ['train_cfg.max_iters=2', 'train_cfg.val_interval=2', 'default_hooks.
             'val_dataloader.dataset.indices=2', 'test_dataloader.dataset.indices=2']
 
 
-@pytest.mark.parametrize('config', ['fpn_posmlp-t_toy-ade20k.py', 'upernet_posmlp-t_toy-ade20k.py'])
+# Semantic FPN ~30 s, slow: its head trains in the default suite in test_wavemlp.py and test_cpvt_toy_e2e.py
+@pytest.mark.parametrize('config', [pytest.param('fpn_posmlp-t_toy-ade20k.py', marks=pytest.mark.slow),
+                                    'upernet_posmlp-t_toy-ade20k.py'])
 def test_segmentors_posmlp_t_toy(toy_cwd, config):
     log = train_and_test(os.path.join(TOY, config), str(toy_cwd), SEG_OPTS, ['test_dataloader.dataset.indices=2'])
     assert re.search(r'mIoU: [\d.]+', log), log[-3000:]

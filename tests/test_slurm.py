@@ -1,7 +1,9 @@
 """tools/slurm_train.sh / slurm_test.sh on a real (throw-away, single-node) Slurm cluster.
 
-Marked ``slurm``: part of ``make test``; alone with ``make test-slurm`` / ``pytest -m slurm tests/test_slurm.py``
-(root; apt installs slurmctld slurmd slurm-client munge if missing; skipped with the reason otherwise). The cluster is CPU-only, so the scripts pick CPU mode
+Marked ``slurm``: part of ``make test`` (one training job, its evaluation and the refusals before a job
+starts; the cross-launcher comparison, the dead rank and the busy port are also ``slow``); alone with
+``make test-slurm`` / ``pytest -m slurm tests/test_slurm.py`` (root; apt installs slurmctld slurmd slurm-client
+munge if missing; skipped with the reason otherwise). The cluster is CPU-only, so the scripts pick CPU mode
 (no --gres, gloo) by themselves from ``sinfo -o %G``.
 """
 import os
@@ -70,6 +72,7 @@ def test_slurm_test_evaluates_checkpoint(slurm_run, slurm_cluster, retina_cfg, t
     assert 'coco/bbox_mAP' in res.stdout + res.stderr
 
 
+@pytest.mark.slow  # ~27 s: a second 2-process job (tools/dist_train.sh runs in the default suite in test_dist.py)
 def test_dist_train_matches_slurm(slurm_run, retina_cfg, slurm_cluster, tmp_path):
     work, _ = slurm_run
     res = _run(['bash', 'tools/dist_train.sh', retina_cfg, '2', '--work-dir', str(tmp_path)],
@@ -100,6 +103,7 @@ class DieOnRank1Hook(Hook):
 '''
 
 
+@pytest.mark.slow  # ~28 s: the dead-rank fault runs in the default suite through dist_train.sh (test_dist_faults.py)
 def test_dead_rank_brings_job_down(slurm_cluster, toy_data, tmp_path):
     (tmp_path / 'die_hook.py').write_text(DIE_HOOK)
     cfg = write_cfg(tmp_path / 'die.py', RETINANET_WAVEMLP, toy_data, iters=50,
@@ -133,6 +137,7 @@ def test_too_many_cpus_is_refused_not_queued(slurm_cluster, retina_cfg, tmp_path
     assert res.returncode == 1 and 'would wait forever' in res.stderr
 
 
+@pytest.mark.slow  # ~27 s; default: test_dist.py::test_slurm_port_derivation_and_busy_port (the same check, unit)
 def test_master_port_in_use_is_one_clear_error(slurm_cluster, retina_cfg, tmp_path):
     with socket.socket() as s:
         s.bind(('', 0))
