@@ -10,7 +10,7 @@
 #   remaining 280 epochs to 5e-6 x 1024/512 = 1e-5 (WARMUP_PREFIX); main.py updates the lr after each
 #   step with that step's index, so step g runs with the value for g - 1 (lag=1). mmpretrain's schedule
 #   steps its cosine once per epoch and its LinearLR reaches 1e-3 one iteration early.
-# - gradient clipping at norm 5 (TRAIN.CLIP_GRAD); mmpretrain's Swin schedule has none.
+# - gradient clipping at norm 5 (TRAIN.CLIP_GRAD), as mmpretrain's swin-tiny_16xb64_in1k.py also sets (restated here).
 # Weight decay as the official set_weight_decay (no decay for 1-D parameters, biases and the
 # relative position tables) is what mmpretrain's paramwise_cfg gives: unchanged.
 # swin-s-imlp_16xb64_in1k.py and swin-b-imlp_16xb64_in1k.py inherit this model and recipe.
