@@ -157,6 +157,7 @@ def test_with_cp_matches_and_drop_path_is_stochastic():
     gb, = torch.autograd.grad(yb.sum(), x)
     assert torch.allclose(ga, gb, atol=1e-6)
     a.train()
+    x = torch.randn(16, 3, 32, 32)  # 16 samples x 3 blocks of keep/drop draws: equal twice with p = 2**-48
     assert not torch.equal(a(x)[0], a(x)[0])
 
 
@@ -167,3 +168,22 @@ def test_arch_errors_name_the_choices():
         GMLP(arch=dict(num_layers=2, embed_dims=32, mlp_ratio=4))
     with pytest.raises(ValueError, match='divisible by patch_size=16'):
         GMLP(arch=SMALL, img_size=100)
+
+
+@pytest.mark.parametrize('gate_type', ['ggqpe', 'glrpe'])
+def test_positional_gates_load_at_another_input_size(gate_type):
+    """The positional gates carry over to a new grid (token biases / tables resized), as PosMLP's do."""
+    src = GMLP(arch=SMALL, gate_type=gate_type, img_size=224)
+    dst = GMLP(arch=SMALL, gate_type=gate_type, img_size=256)
+    dst.load_state_dict(src.state_dict())
+    assert dst.layers[0].gate.token_bias.numel() == 256
+    with torch.no_grad():
+        assert dst(torch.randn(1, 3, 256, 256))[0].shape == (1, 32, 16, 16)
+
+
+def test_sgu_token_fc_does_not_load_at_another_input_size():
+    src = GMLP(arch=SMALL, gate_type='sgu', img_size=224)
+    dst = GMLP(arch=SMALL, gate_type='sgu', img_size=256)
+    with pytest.raises(RuntimeError, match=r'gate\.mixing\.weight: copying a param with shape '
+                                           r'torch\.Size\(\[196, 196\]\)'):
+        dst.load_state_dict(src.state_dict())
