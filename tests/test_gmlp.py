@@ -187,3 +187,21 @@ def test_sgu_token_fc_does_not_load_at_another_input_size():
     with pytest.raises(RuntimeError, match=r'gate\.mixing\.weight: copying a param with shape '
                                            r'torch\.Size\(\[196, 196\]\)'):
         dst.load_state_dict(src.state_dict())
+
+
+def test_non_locality_eq16_per_layer():
+    """PosMLP Eq. (16) (Fig. 8): g = mean over groups of sqrt(det Sigma~); Sigma~ = Gamma Gamma^T, so scaling
+    Gamma by k gives k^2; a singular group is left out; layers come in module order."""
+    from mmposmlp.analysis.non_locality import non_locality
+    model = GMLP(arch=SMALL, gate_type='ggqpe', groups=4)  # spreads Gamma = I before init_weights
+    with torch.no_grad():
+        model.layers[1].gate.mixing.spreads.mul_(2.)
+        model.layers[2].gate.mixing.spreads[0].zero_()
+        model.layers[2].gate.mixing.spreads[1] = torch.tensor([[3., 0.], [0., 1 / 3.]])
+    g = non_locality(model)
+    assert list(g) == [f'layers.{i}.gate' for i in range(3)]
+    assert g['layers.0.gate'] == pytest.approx(1.0, abs=1e-12)
+    assert g['layers.1.gate'] == pytest.approx(4.0, abs=1e-12)
+    assert g['layers.2.gate'] == pytest.approx(1.0, abs=1e-6)  # det(diag(9, 1/9)) = 1; the zero group is out
+    with pytest.raises(ValueError, match='no Gaussian'):
+        non_locality(GMLP(arch=SMALL, gate_type='sgu'))
