@@ -57,6 +57,8 @@ TINY = {
         window_sizes=[7, 7, 7, 7])), (1, 3, 224, 224)),
     'wavemlp': (dict(type='mmposmlp.WaveMLP', arch=dict(
         depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], mlp_ratios=[2, 2, 2, 2])), (1, 3, 64, 64)),
+    'gmlp': (dict(type='mmposmlp.GMLP', arch=dict(num_layers=2, embed_dims=32, feedforward_channels=64), img_size=64,
+                  gate_type='ggqpe', groups=4), (1, 3, 64, 64)),
     'posmlp-video': (dict(type='mmposmlp.PosMLPVideo', arch=dict(
         embed_dims=[16, 32, 64, 128], depths=[1, 1, 1, 1], mlp_ratio=2, groups=[2, 4, 8, 16],
         window_sizes=[[4, 14, 14], [4, 14, 14], [4, 7, 7], [4, 4, 4]])), (1, 3, 4, 112, 112)),

@@ -8,6 +8,7 @@ import torch
 
 import mmposmlp.models.checkpoints as ckpt_mod
 from mmposmlp.models.backbones.cpvt import CPVT
+from mmposmlp.models.backbones.gmlp import GMLP
 from mmposmlp.models.backbones.posmlp import PosMLP
 from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
 from mmposmlp.models.backbones.pvt_peg import PVTPEG
@@ -31,6 +32,7 @@ FAMILIES = {
     'PVTPEG': (PVTPEG, dict(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
                                       mlp_ratios=[2, 2, 2, 2], sr_ratios=[8, 4, 2, 1])), ()),
     'PEG': (PEG, dict(embed_dims=8), ()),
+    'GMLP': (GMLP, dict(arch=dict(num_layers=2, embed_dims=8, feedforward_channels=16), img_size=32), ()),
 }
 
 

@@ -31,6 +31,8 @@ BACKBONES = {
                               mlp_ratios=[2, 2, 2, 2], sr_ratios=[8, 4, 2, 1])), [8, 16, 24, 32], IMAGE_SCOPES),
     'CPVT': (dict(arch=dict(embed_dims=32, num_layers=6, num_heads=2, feedforward_channels=64)), [32],
              ('mmpretrain', )),
+    'GMLP': (dict(arch=dict(num_layers=2, embed_dims=32, feedforward_channels=64), img_size=(64, 96),
+                  out_indices=-1), [32], ('mmpretrain', )),  # fixed input size: the gate mixes the whole grid
     'PosMLPVideo': (dict(arch=dict(embed_dims=[8, 16, 16, 32], depths=[1, 1, 1, 1], mlp_ratio=2, groups=[2, 2, 4, 4],
                                    window_sizes=[(4, 4, 4), (4, 4, 4), (4, 2, 2), (4, 2, 2)])), [8, 16, 16, 32],
                     ('mmaction3d', )),

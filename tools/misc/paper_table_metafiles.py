@@ -58,6 +58,13 @@ ROWS = {
     'posmlp-t-no-bias_8xb120_in1k-half': (f'{_P} Table 7, no b, no APE{_HALF}', top1(76.8), None, None),
     'posmlp-t-no-bias-ape_8xb120_in1k-half': (f'{_P} Table 7, no b, APE{_HALF}', top1(77.3), None, None),
     'posmlp-t-ape_8xb120_in1k-half': (f'{_P} Table 7, b and APE{_HALF}', top1(77.3), None, None),
+    'gmlp-s_8xb120_in1k-half': (f'{_P} Table 1, gMLP SGU (= Table 3 gMLP (original), Table 10 Original: 72.18)'
+                                f'{_HALF}', top1(72.14), 19.4, 4.42),
+    'gmlp-s-lrpe-m_8xb120_in1k-half': (f'{_P} Table 1, gMLP PoSGU LRPE-M{_HALF}', top1(73.96), None, None),
+    'gmlp-s-lrpe_8xb120_in1k-half': (f'{_P} Table 1, gMLP PoSGU LRPE{_HALF}', top1(72.44), None, None),
+    'gmlp-s-glrpe_8xb120_in1k-half': (f'{_P} Table 1, gMLP PoSGU GLRPE{_HALF}', top1(74.56), None, None),
+    'gmlp-s-ggqpe_8xb120_in1k-half': (f'{_P} Table 1, gMLP PoSGU GGQPE (= Table 3 gMLP+GGQPE){_HALF}',
+                                      top1(74.02), 18.2, 4.45),
     'mask-rcnn_posmlp-t-no-bias_1x_coco': (f'{_P} Table 9, no b, no APE', ap(41.6, 38.3), None, None),
     'mask-rcnn_posmlp-t-no-bias-ape_1x_coco': (f'{_P} Table 9, no b, APE', ap(41.6, 38.4), None, None),
     'mask-rcnn_posmlp-t-ape_1x_coco': (f'{_P} Table 9, b and APE', ap(41.7, 38.4), None, None),

@@ -6,3 +6,4 @@ from .cpvt import CPVT  # noqa: F401
 from . import swin_peg  # noqa: F401  (registers SwinPEG; mmpretrain on first use)
 from .imlp_variants import ADAPTERS as IMLP_ADAPTERS  # noqa: F401
 from .posmlp_video import PosMLPVideo, convert_official_posmlp_video  # noqa: F401
+from .gmlp import GMLP, convert_timm_gmlp  # noqa: F401
