@@ -30,6 +30,7 @@ OFFICIAL_EVAL = {
     'posmlp-s_': _TIMM_09 + ('PosMLP config/PosMLP_S.yaml crop_pct 0.9', ),
     'posmlp-b_': _TIMM_09 + ('as PosMLP-T/S (no PosMLP-B yaml published)', ),
     'posmlp-video-': _TIMM_09 + ('image pre-training with the PosMLP trainer', ),
+    'gmlp-s': _TIMM_09 + ('gMLP rows of PosMLP Tables 1/3/10: the PosMLP trainer and yaml', ),
     'wavemlp-t': _TIMM_09 + ('Wave-MLP default_cfgs wave_T crop_pct 0.9', ),
     'wavemlp-s': _TIMM_09 + ('Wave-MLP default_cfgs wave_S crop_pct 0.9', ),
     'wavemlp-m': _TIMM_09 + ('Wave-MLP default_cfgs wave_M crop_pct 0.9', ),
