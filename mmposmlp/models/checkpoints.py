@@ -2,6 +2,7 @@
 
 Shared by every backbone's ``init_weights`` and by ``tools/model_converters``.
 """
+import contextlib
 import difflib
 import fnmatch
 import os.path as osp
@@ -223,6 +224,18 @@ def pretrained_init_cfg(module: torch.nn.Module, extra_keys: Iterable[str] = ())
             raise InitCfgError(f'{owner}: init_cfg {key}={cfg[key]!r} is not a bool; write {key}=True or '
                                f'{key}=False.')
     return cfg
+
+
+@contextlib.contextmanager
+def init_cfg_suspended(module: torch.nn.Module):
+    """``module.init_cfg`` is None inside and restored after: an upstream ``init_weights`` run inside does its
+    random init without its own (unchecked) pretrained loading, which the caller then does checked."""
+    cfg = module.init_cfg
+    module.init_cfg = None
+    try:
+        yield
+    finally:
+        module.init_cfg = cfg
 
 
 def load_pretrained_init_cfg(module: torch.nn.Module, cfg: dict,

@@ -44,7 +44,7 @@ import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
 
 from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
-from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, InitCfgError, extract_state_dict,
+from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, InitCfgError, extract_state_dict, init_cfg_suspended,
                                          load_state_dict_checked, pretrained_init_cfg, strip_prefix)
 from mmposmlp.models.layers.imlp import IMLP
 from mmposmlp.registry import MODELS
@@ -272,11 +272,8 @@ def _make_mmpretrain() -> Dict[str, type]:
             if cfg is None:
                 return super().init_weights()
             # random init of everything (IMLPs included), then the checked load
-            self.init_cfg = None
-            try:
+            with init_cfg_suspended(self):
                 super().init_weights()
-            finally:
-                self.init_cfg = cfg
             self._load_pretrained_cfg(cfg)
 
     class SwinTransformerIMLP(_PretrainedInitMixin, SwinTransformer):

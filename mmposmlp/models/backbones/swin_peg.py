@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from mmengine.model import ModuleList
 
 from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
-from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from mmposmlp.models.checkpoints import init_cfg_suspended, load_pretrained_init_cfg, pretrained_init_cfg
 from mmposmlp.models.layers.peg import PEG
 
 
@@ -96,11 +96,8 @@ def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream clas
             cfg = pretrained_init_cfg(self)
             if cfg is None:
                 return super().init_weights()
-            self.init_cfg = None
-            try:
+            with init_cfg_suspended(self):
                 super().init_weights()
-            finally:
-                self.init_cfg = cfg
             load_pretrained_init_cfg(self, cfg, allowed_missing=['pegs.*'])
 
         def _freeze_stages(self):
