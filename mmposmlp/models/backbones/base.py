@@ -7,6 +7,25 @@ from mmcv.cnn import build_norm_layer
 from torch.nn.modules.batchnorm import _BatchNorm
 
 
+def checked_out_indices(out_indices, num: int) -> List[int]:
+    """``out_indices`` (an int or ints; negative ones count from the end) as sorted unique indices into
+    ``num`` stages or blocks; any out of range is refused in one sentence."""
+    if isinstance(out_indices, int):
+        out_indices = [out_indices]
+    out_indices = [i + num if i < 0 else i for i in out_indices]
+    for i in out_indices:
+        if not 0 <= i < num:
+            raise ValueError(f'out_indices must be in [-{num}, {num}), got {i}')
+    return sorted(set(out_indices))
+
+
+def checked_frozen_stages(frozen_stages: int, num: int) -> int:
+    """``frozen_stages`` in [-1, num] (the :class:`FrozenStagesMixin` convention), else refused."""
+    if not -1 <= frozen_stages <= num:
+        raise ValueError(f'frozen_stages must be in [-1, {num}], got {frozen_stages}')
+    return frozen_stages
+
+
 class FrozenStagesMixin:
     """``frozen_stages`` (mmdet ResNet convention: -1 freezes nothing, 0 the stem, ``k`` the
     stem and stages ``0..k-1`` with their output norms) and ``norm_eval`` (BatchNorm layers

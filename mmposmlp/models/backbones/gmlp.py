@@ -24,7 +24,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin
+from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
 from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.gating import GATE_TYPES, PositionalGatingUnit, init_gated_mlp_weights
 
@@ -140,16 +140,8 @@ class GMLP(FrozenStagesMixin, BaseModule):
         self.in_channels = in_channels
         self.gate_type = gate_type
 
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        out_indices = [i + self.num_layers if i < 0 else i for i in out_indices]
-        for i in out_indices:
-            if not 0 <= i < self.num_layers:
-                raise ValueError(f'out_indices must be in [-{self.num_layers}, {self.num_layers}), got {i}')
-        self.out_indices = sorted(set(out_indices))
-        if not -1 <= frozen_stages <= self.num_layers:
-            raise ValueError(f'frozen_stages must be in [-1, {self.num_layers}], got {frozen_stages}')
-        self.frozen_stages = frozen_stages
+        self.out_indices = checked_out_indices(out_indices, self.num_layers)
+        self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_layers)
         self.norm_eval = norm_eval
 
         self.patch_embed = nn.Conv2d(in_channels, self.embed_dims, patch_size, patch_size)

@@ -17,7 +17,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin
+from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
 from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN, check_window  # noqa: F401  (registers WaveMLPFFN)
 
@@ -217,16 +217,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         grids = _stage_grids(window_size, img_size, downsamples)
         self.img_size, self.stage_grids = grids if grids else (None, None)
 
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        out_indices = [i + self.num_stages if i < 0 else i for i in out_indices]
-        for i in out_indices:
-            if not 0 <= i < self.num_stages:
-                raise ValueError(f'out_indices must be in [0, {self.num_stages}), got {i}')
-        self.out_indices = sorted(set(out_indices))
-        if not -1 <= frozen_stages <= self.num_stages:
-            raise ValueError(f'frozen_stages must be in [-1, {self.num_stages}], got {frozen_stages}')
-        self.frozen_stages = frozen_stages
+        self.out_indices = checked_out_indices(out_indices, self.num_stages)
+        self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_stages)
         self.norm_eval = norm_eval
 
         # stem: hard-wired 7x7 stride-4 pad-2 conv (official PatchEmbedOverlapping)
