@@ -32,36 +32,11 @@ def slurm_cluster(tmp_path_factory):
     Needs root and Debian's slurm packages (installed with apt if missing, ~5 s); skipped otherwise. The
     daemons (own munge key, config in a temp dir) are stopped by pid in a finally.
     """
-    import shutil
-    import socket
-    import subprocess
-    if os.geteuid() != 0:
-        pytest.skip('the Slurm cluster fixture needs root (munged, slurmd)')
-    if shutil.which('slurmctld') is None and shutil.which('apt-get') is None:
-        pytest.skip('Slurm is not installed and apt-get is not available')
-
-    def free_port():
-        with socket.socket() as s:
-            s.bind(('', 0))
-            return s.getsockname()[1]
-
-    import tempfile
-    # munged needs o+x on every parent of its socket; pytest's tmp dirs are 0700
-    base = tempfile.mkdtemp(prefix='mmposmlp-slurm-', dir='/tmp')
-    os.chmod(base, 0o755)
-    recipe = os.path.join(ROOT, 'tools', 'misc', 'slurm_cluster.sh')
-    env = dict(os.environ, CTLD_PORT=str(free_port()), SLURMD_PORT=str(free_port()), FAKE_GPUS='0',
-               PARTITION='debug')
-    try:
-        res = subprocess.run(['bash', recipe, 'up', base], env=env, capture_output=True, text=True, timeout=300)
-        if res.returncode in (3, 4):
-            pytest.skip(f'cannot start a Slurm cluster here (rc={res.returncode}): {res.stderr.strip()[-300:]}')
-        assert res.returncode == 0, res.stderr[-3000:]
+    from slurm_harness import throwaway_slurm_cluster
+    with throwaway_slurm_cluster() as (base, _):
         venv_bin = os.path.dirname(sys.executable)
         yield dict(SLURM_CONF=os.path.join(base, 'etc', 'slurm.conf'), PARTITION='debug',
                    PATH=venv_bin + os.pathsep + os.environ.get('PATH', ''))
-    finally:
-        subprocess.run(['bash', recipe, 'down', base], env=env, capture_output=True, timeout=120)
 
 
 def _mmengine_singletons():

@@ -163,38 +163,14 @@ class WhereHook(Hook):
 def slurm_two_nodes():
     """A throw-away 2-node Slurm cluster (tools/misc/slurm_cluster.sh with NODES=2): slurmctld here, one slurmd
     per network namespace. Yields the env a job needs; everything is removed afterwards."""
-    import socket
-    import tempfile
-    if os.geteuid() != 0:
-        pytest.skip('the 2-node Slurm cluster needs root (network namespaces, munged, slurmd)')
-    if shutil.which('ip') is None or shutil.which('nsenter') is None:
-        pytest.skip('the 2-node Slurm cluster needs `ip` (iproute2) and `nsenter` (util-linux)')
-    if shutil.which('slurmctld') is None and shutil.which('apt-get') is None:
-        pytest.skip('Slurm is not installed and apt-get is not available')
-
-    def free_port():
-        with socket.socket() as s:
-            s.bind(('', 0))
-            return s.getsockname()[1]
-
-    base = tempfile.mkdtemp(prefix='mmposmlp-slurm2n-', dir='/tmp')
-    os.chmod(base, 0o755)  # munged needs o+x on every parent of its socket
-    recipe = repo_path('tools', 'misc', 'slurm_cluster.sh')
-    env = dict(os.environ, NODES='2', CTLD_PORT=str(free_port()), SLURMD_PORT=str(free_port()), FAKE_GPUS='0',
-               PARTITION='debug')
-    try:
-        res = subprocess.run(['bash', recipe, 'up', base], env=env, capture_output=True, text=True, timeout=300)
-        if res.returncode in (3, 4):
-            pytest.skip(f'cannot start a 2-node Slurm cluster here (rc={res.returncode}): {res.stderr.strip()[-300:]}')
-        assert res.returncode == 0, res.stderr[-3000:]
-        exports = dict(line[len('export '):].split('=', 1) for line in res.stdout.splitlines()
+    from slurm_harness import throwaway_slurm_cluster
+    with throwaway_slurm_cluster(nodes=2) as (base, stdout):
+        exports = dict(line[len('export '):].split('=', 1) for line in stdout.splitlines()
                        if line.startswith('export '))
-        assert exports.keys() == {'SLURM_CONF', 'GLOO_SOCKET_IFNAME'}, res.stdout
+        assert exports.keys() == {'SLURM_CONF', 'GLOO_SOCKET_IFNAME'}, stdout
         exports['PATH'] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')
         yield exports
-    finally:
-        subprocess.run(['bash', recipe, 'down', base], env=env, capture_output=True, timeout=120)
-        assert not os.path.exists(base)
+    assert not os.path.exists(base)
 
 
 def _slurm_job(cluster, cwd, cfg, work, job, resume=False, kill_at=None):
