@@ -72,23 +72,21 @@ def _time_cuda(fn, repeats=2) -> float:
 def weight_grad(grad_out, x, weight, stride, padding, dilation, groups) -> torch.Tensor:
     """The conv's weight gradient in ``weight``'s dtype, by the method :data:`WEIGHT_GRAD_CHOICE` holds for
     these shapes (timed on first use on CUDA; tap-wise elsewhere)."""
-    args = (grad_out, x, weight, stride, padding, dilation, groups)
+    methods = {
+        'cudnn': lambda: _cudnn_weight_grad(grad_out, x, weight, stride, padding, dilation, groups),
+        'tapwise': lambda: tapwise_weight_grad(grad_out, x, weight.shape, stride, padding, dilation, groups)}
     if not x.is_cuda:
         choice = 'tapwise'
     else:
         key = (tuple(x.shape), x.is_contiguous(), grad_out.is_contiguous(), x.dtype, tuple(weight.shape),
                tuple(stride), tuple(padding), tuple(dilation), groups, x.device.index)
         choice = WEIGHT_GRAD_CHOICE.get(key)
-        if choice is None:
-            if torch.cuda.is_current_stream_capturing():
-                return _cudnn_weight_grad(*args).to(weight.dtype)
-            timings = {'cudnn': _time_cuda(lambda: _cudnn_weight_grad(*args)),
-                       'tapwise': _time_cuda(lambda: tapwise_weight_grad(grad_out, x, weight.shape, stride,
-                                                                         padding, dilation, groups))}
+        if choice is None and torch.cuda.is_current_stream_capturing():
+            choice = 'cudnn'  # no timing (it synchronises) inside a CUDA graph capture; nothing stored
+        elif choice is None:
+            timings = {name: _time_cuda(fn) for name, fn in methods.items()}
             choice = WEIGHT_GRAD_CHOICE[key] = min(timings, key=timings.get)
-    if choice == 'cudnn':
-        return _cudnn_weight_grad(*args).to(weight.dtype)
-    return tapwise_weight_grad(grad_out, x, weight.shape, stride, padding, dilation, groups).to(weight.dtype)
+    return methods[choice]().to(weight.dtype)
 
 
 class _TapwiseWeightGradConv2d(torch.autograd.Function):
