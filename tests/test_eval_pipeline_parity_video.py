@@ -11,8 +11,9 @@ centre offsets). The reference below writes those definitions out on PyAV-decode
 ``pyav`` backend does: decode-window frames are those whose pts lie in ``[int(start * duration /
 frames), int(end * duration / frames)]`` plus the first one after (``pyav_decode_stream``,
 ``buffer_size=0``), then the centred clip of that window. The official yaml selects the ``torchvision``
-backend, which needs torchvision's ``video_reader`` (not in pip wheels) and resizes inside FFmpeg, so it
-cannot be run here; PyAV is PySlowFast's default backend.
+backend (``torchvision.io._read_video_from_memory``, resizing inside FFmpeg); torchvision removed its video
+decoding in 0.26, so it cannot run with the torchvision 0.28 of the supported stack; PyAV is PySlowFast's
+default backend.
 
 The Something-Something V1 test loader (``datasets/sth.py``, frame folders) takes per segment the frame
 ``round(seg * i) + int(seg / (views + 1) * (k + 1))`` (``get_seq_frames``, mmaction's ``UniformSample``

@@ -5,6 +5,10 @@ same weights; a run whose node 0 is killed (SIGKILL to its launcher) ends on bot
 with --resume, ends bit-identical to the uninterrupted 2-node run. Skipped with a reason where network
 namespaces cannot be created (not root, no `ip`).
 
+A rank stopped on node 1 under its own host name (a UTS namespace, so another machine to the watchdog)
+ends both nodes' jobs soon after MMPOSMLP_STALL_TIMEOUT: node 1's launcher kills it on request
+(:class:`mmposmlp.utils.dist.NodeGuard`).
+
 The same through Slurm (``slow``, ~4 min): tools/misc/slurm_cluster.sh with NODES=2 runs one slurmd per
 namespace, tools/slurm_train.sh runs 2 nodes x 1 task of the stochastic PosMLP-T toy; rank 1 is SIGKILLed
 mid-run and --resume ends bit-identical to the uninterrupted 2-node run."""
@@ -227,3 +231,154 @@ custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), dic
     assert 'iter_4.pth' in log
     assert_same_run(str(ref), str(work), SLURM_ITERS, with_ema=True)
     assert len(safe_torch_load(str(work / f'iter_{SLURM_ITERS}.pth'))['resume_state']['rng']) == 2
+
+
+def test_a_stopped_rank_on_another_node_ends_the_job(two_nodes, toy_data, tmp_path):
+    """Rank 1 runs on node 1 under its own host name (a UTS namespace: to the watchdog it is another machine)
+    and SIGSTOPs itself; rank 0's watchdog cannot signal it. Both nodes' jobs still end soon after
+    MMPOSMLP_STALL_TIMEOUT, naming the stalled rank."""
+    from test_dist_faults import FAULT_HOOK
+    (tmp_path / 'fault_hook.py').write_text(FAULT_HOOK)
+    cfg = write_cfg(tmp_path / 'cfg.py', RESNET18_CLS, toy_data, iters=ITERS, ckpt=2, extra="""
+        custom_imports = dict(imports=['fault_hook'], allow_failed_imports=False)
+        custom_hooks = [dict(type='FaultHook')]
+        """)
+    pid_dir = tmp_path / 'pids'
+    pid_dir.mkdir()
+    procs = []
+    for rank in (0, 1):
+        ns, iface = two_nodes['names'][rank], two_nodes['ifaces'][rank]
+        env = dict(os.environ, OMP_NUM_THREADS='1', NNODES='2', NODE_RANK=str(rank),
+                   MASTER_ADDR=two_nodes['addrs'][0], PORT='29614', GLOO_SOCKET_IFNAME=iface,
+                   PYTHONPATH=os.pathsep.join([repo_path(), str(tmp_path)]), MMPOSMLP_STALL_TIMEOUT='6',
+                   FAULT='stop1:2', PID_DIR=str(pid_dir))
+        env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
+        script = f'hostname mmposmlp-node{rank} && exec bash "$@"'
+        cmd = ['ip', 'netns', 'exec', ns, 'unshare', '--uts', 'bash', '-c', script, 'node',
+               repo_path('tools', 'dist_train.sh'), cfg, '1', '--work-dir', str(tmp_path / 'work')]
+        procs.append(subprocess.Popen(cmd, cwd=repo_path(), env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, start_new_session=True))
+    t0 = time.time()
+    while len(list(pid_dir.iterdir())) < 2:
+        assert all(p.poll() is None for p in procs), [p.communicate()[0][-2000:] for p in procs]
+        assert time.time() - t0 < 300
+        time.sleep(0.2)
+    t1 = time.time()
+    pids = [int((pid_dir / f'rank{r}').read_text()) for r in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+        took = time.time() - t1
+        print(f'both nodes ended {took:.1f} s after rank 1 stopped (timeout 6 s)')
+        assert [p.returncode for p in procs] == [1, 1], [o[-2000:] for o in outs]
+        assert 'ERROR: rank 1 has stopped sending heartbeats for ' in outs[0], outs[0][-3000:]
+        last = [o.strip().splitlines()[-1] for o in outs]
+        assert last[0].startswith('ERROR: rank 0 (local rank 0 on mmposmlp-node0, '), last[0]
+        assert last[1].startswith('ERROR: rank 1 (local rank 0 on mmposmlp-node1, pid ') and last[1].endswith(
+            'exited with code -9 (SIGKILL: a rank on another node found it stalled and this node ended it); the '
+            'other ranks were stopped.'), last[1]
+        # without the node guard node 1 never ended (its launcher only watches its own, stopped, worker); a
+        # deadline with a wide margin over the 6 s timeout, not a timing benchmark
+        assert took < 6 + 25, f'the job took {took:.0f} s to end on both nodes after rank 1 stopped'
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+NODE_GUARD_STORE_LOST = r"""
+import datetime, os, subprocess, sys, time
+import torch.distributed as tdist
+from mmposmlp.utils.dist import NodeGuard
+port = int(sys.argv[1])
+store = tdist.TCPStore('127.0.0.1', port, is_master=True, wait_for_workers=False,
+                       timeout=datetime.timedelta(seconds=5))
+worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])
+finished = subprocess.Popen([sys.executable, '-c', 'pass'])
+finished.wait()
+guard = NodeGuard('127.0.0.1', port, timeout=2.0, period=0.2).start()
+time.sleep(1.5)
+assert worker.poll() is None and not guard.killed, 'killed while the store answered'
+del store  # node 0's launcher, which hosts the store, is gone
+t0 = time.time()
+while worker.poll() is None and time.time() - t0 < 30:
+    time.sleep(0.1)
+print(worker.returncode, round(time.time() - t0, 1), sorted(r for r, _ in guard.killed.values()),
+      sorted(w for _, w in guard.killed.values()))
+"""
+
+
+def test_node_guard_ends_workers_left_running_after_the_store_is_gone(tmp_path):
+    """A node whose launcher can no longer reach the rendezvous store (node 0 ended the job) SIGKILLs the
+    workers still running after the stall timeout, and only those."""
+    from mmposmlp.utils.dist import find_free_port
+    script = tmp_path / 'guard.py'
+    script.write_text(NODE_GUARD_STORE_LOST)
+    res = subprocess.run([sys.executable, str(script), str(find_free_port())], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=repo_path()))
+    assert res.returncode == 0, res.stderr[-3000:]
+    code, took, ranks, why = res.stdout.split(maxsplit=3)
+    assert code == '-9' and why.strip() == "['store lost']", res.stdout
+    assert 2.0 <= float(took) < 20, res.stdout  # not before the timeout; a wide margin after it
+
+
+def _alive(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().split(')')[-1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow  # ~1 min: one 2-node job started and cancelled
+@pytest.mark.timeout(600)
+@pytest.mark.slurm
+def test_scancel_ends_a_two_node_slurm_job_on_both_nodes(slurm_two_nodes, toy_data, tmp_path):
+    """tools/slurm_train.sh, 2 nodes x 1 task, both ranks paused in iteration 2; `scancel` of the job ends the
+    rank on each node and srun, within Slurm's KillWait (2 s in this cluster) plus a few seconds."""
+    from test_dist_faults import FAULT_HOOK
+    (tmp_path / 'fault_hook.py').write_text(FAULT_HOOK)
+    cfg = write_cfg(tmp_path / 'cfg.py', RESNET18_CLS, toy_data, iters=ITERS, ckpt=2, extra="""
+        custom_imports = dict(imports=['fault_hook'], allow_failed_imports=False)
+        custom_hooks = [dict(type='FaultHook')]
+        """)
+    pid_dir = tmp_path / 'pids'
+    pid_dir.mkdir()
+    job = f'mmposmlp-2n-scancel-{uuid.uuid4().hex[:6]}'
+    env = dict(os.environ, OMP_NUM_THREADS='1', GPUS='2', GPUS_PER_NODE='1', CPUS_PER_TASK='1', FAULT='pause:2',
+               PID_DIR=str(pid_dir), PYTHONPATH=os.pathsep.join([repo_path(), str(tmp_path)]), **slurm_two_nodes)
+    for k in ('MASTER_ADDR', 'MASTER_PORT'):
+        env.pop(k, None)
+    proc = subprocess.Popen(['bash', repo_path('tools', 'slurm_train.sh'), 'debug', job, cfg, str(tmp_path / 'work')],
+                            cwd=repo_path(), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    pids = []
+    try:
+        t0 = time.time()
+        while len(list(pid_dir.iterdir())) < 2:
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert time.time() - t0 < 300, 'the ranks never reached iteration 2'
+            time.sleep(0.2)
+        time.sleep(0.5)
+        pids = [int((pid_dir / f'rank{r}').read_text()) for r in (0, 1)]
+        where = [os.readlink(f'/proc/{p}/ns/net') for p in pids]
+        assert where[0] != where[1], where  # the two ranks run on the two nodes (network namespaces)
+        t1 = time.time()
+        res = subprocess.run(['scancel', '--name', job], env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        out = proc.communicate(timeout=120)[0]
+        while any(_alive(p) for p in pids) and time.time() - t1 < 60:
+            time.sleep(0.2)
+        took = time.time() - t1
+        print(f'job and both ranks gone {took:.1f} s after scancel')
+        assert proc.returncode != 0, out[-3000:]
+        assert not any(_alive(p) for p in pids), f'ranks still running {took:.0f} s after scancel'
+        assert took < 2 + 30, took  # KillWait 2 s, then SIGKILL; a wide margin, not a benchmark
+        assert not (tmp_path / 'work' / f'iter_{ITERS}.pth').exists()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        subprocess.run(['scancel', '--name', job], env=env, capture_output=True, timeout=60)
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)

@@ -141,6 +141,10 @@ def world_size_from_env(launcher: str) -> int:
 STALL_TIMEOUT_ENV = 'MMPOSMLP_STALL_TIMEOUT'
 DEFAULT_STALL_TIMEOUT = 180.0
 STALL_EXIT_CODE = 75
+# a rank found stalled on another machine: '<rank> <host> <boot id> <pid>', for that machine's NodeGuard
+STALLED_KEY = 'mmposmlp/stalled'
+STALLED_ACK_KEY = 'mmposmlp/stalled-ack'
+STALLED_ACK_WAIT = 5.0
 
 
 def end_with_parent(sig=None) -> bool:
@@ -247,15 +251,29 @@ class RankWatchdog:
             boot = '-'
         return f'{socket.gethostname()} {boot} {os.getpid()}'
 
-    def _kill_if_local(self, store, rank: int) -> None:
-        """SIGKILL a stalled rank when it runs on this machine (same host name and boot id), so that the
-        job ends now rather than after the launcher's grace period."""
+    def _end_stalled(self, store, rank: int) -> None:
+        """End a stalled rank now rather than after the launcher's grace period (a stopped process cannot act
+        on SIGTERM; a launcher on another node may not notice at all). On this machine (same host name and
+        boot id): SIGKILL it. On another machine: ask that node's :class:`NodeGuard` (in its launcher) to,
+        and wait up to :data:`STALLED_ACK_WAIT` seconds for it to confirm, since this rank's exit takes the
+        store down with the job."""
         import signal
+        import time
         try:
-            host, boot, pid = store.get(f'{self.prefix}/{rank}/process').decode().split()
+            identity = store.get(f'{self.prefix}/{rank}/process').decode()
+            host, boot, pid = identity.split()
             mine = self._identity().split()
-            if [host, boot] == mine[:2] and boot != '-' and int(pid) != os.getpid():
-                os.kill(int(pid), signal.SIGKILL)
+            if [host, boot] == mine[:2] and boot != '-':
+                if int(pid) != os.getpid():
+                    os.kill(int(pid), signal.SIGKILL)
+                return
+            request = f'{rank} {identity}'
+            store.set(STALLED_KEY, request)
+            deadline = time.monotonic() + STALLED_ACK_WAIT
+            while time.monotonic() < deadline:
+                if store.check([STALLED_ACK_KEY]) and store.get(STALLED_ACK_KEY).decode() == request:
+                    return
+                time.sleep(0.1)
         except Exception:  # noqa: BLE001  (best effort: the launcher still ends the job)
             pass
 
@@ -283,7 +301,7 @@ class RankWatchdog:
                     silent = now - changed.get(r, start)
                     if silent > self.timeout:
                         what = 'sent no heartbeat' if value is None else 'stopped sending heartbeats'
-                        self._kill_if_local(store, r)
+                        self._end_stalled(store, r)
                         self._fail(f'rank {r} has {what} for {silent:.0f} s (its process is stopped, hung or cut '
                                    f'off): ending the job. {STALL_TIMEOUT_ENV} (now {self.timeout:g} s) sets this '
                                    'limit.')
@@ -308,3 +326,88 @@ def start_rank_watchdog():
                        int(os.environ['MASTER_PORT']))
     dog.start()
     return dog
+
+
+def _child_pids() -> set:
+    """Pids of this process's children (Linux ``/proc``; empty elsewhere)."""
+    pids = set()
+    try:
+        for task in os.listdir('/proc/self/task'):
+            with open(f'/proc/self/task/{task}/children') as f:
+                pids.update(int(p) for p in f.read().split())
+    except OSError:
+        pass
+    return pids
+
+
+class NodeGuard:
+    """The launcher's half of the stalled-rank check, one per node (:mod:`mmposmlp.utils.launch`).
+
+    torchrun's agent on a node whose only fault is a stopped or hung rank never notices that the job has
+    ended elsewhere: with a static rendezvous it watches its own workers only. This thread follows the
+    rendezvous store the ranks' :class:`RankWatchdog` s use and
+
+    * SIGKILLs one of this launcher's workers when a watchdog on another machine found it stalled
+      (:data:`STALLED_KEY`), and confirms (:data:`STALLED_ACK_KEY`);
+    * SIGKILLs the workers still running ``timeout`` seconds after the store stopped answering (node 0's
+      launcher, which hosts it, is gone: the job cannot go on).
+
+    The agent then sees its worker end and ends this node's part of the job.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float, period: float = 0.5):
+        self.host, self.port, self.timeout, self.period = host, port, timeout, period
+        self.killed = {}  # pid -> (rank or None, why)
+        self._stop = None
+        self._thread = None
+
+    def start(self) -> 'NodeGuard':
+        import threading
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='mmposmlp-node-guard', daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join(timeout=self.period + 5)
+
+    def _kill(self, pid: int, rank, why: str) -> None:
+        import signal
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.killed[pid] = (rank, why)
+
+    def _run(self) -> None:
+        import datetime
+        import time
+
+        import torch.distributed as tdist
+        mine = RankWatchdog._identity().split()[:2]
+        store, lost_since = None, None
+        while not self._stop.is_set():
+            if store is None:
+                try:  # node 0's launcher creates the store once it starts the agent
+                    store = tdist.TCPStore(self.host, self.port, is_master=False, wait_for_workers=False,
+                                           timeout=datetime.timedelta(seconds=2))
+                except Exception:  # noqa: BLE001
+                    self._stop.wait(self.period)
+                    continue
+            try:
+                if store.check([STALLED_KEY]):
+                    request = store.get(STALLED_KEY).decode()
+                    rank, host, boot, pid = request.split()
+                    if [host, boot] == mine and int(pid) in _child_pids() and int(pid) not in self.killed:
+                        self._kill(int(pid), int(rank), 'stalled')
+                        store.set(STALLED_ACK_KEY, request)
+                lost_since = None
+            except Exception:  # noqa: BLE001  (the store is gone or cut off)
+                now = time.monotonic()
+                lost_since = lost_since or now
+                if now - lost_since > self.timeout:
+                    for pid in _child_pids() - set(self.killed):
+                        self._kill(pid, None, 'store lost')
+            self._stop.wait(self.period)

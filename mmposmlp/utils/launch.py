@@ -12,6 +12,9 @@ Same options and behaviour as ``python -m torch.distributed.run``; what differs 
   when they picked the port themselves) another free port is tried, up to 3 times; otherwise one
   sentence naming the port and exit code 1.
 
+* a rank found stalled (:class:`mmposmlp.utils.dist.RankWatchdog`) on another node: this node's launcher
+  SIGKILLs it (:class:`mmposmlp.utils.dist.NodeGuard`), so every node's part of the job ends.
+
 SIGKILL cannot be caught: the ranks end with the launcher because they ask the kernel for it
 (:func:`mmposmlp.utils.dist.end_with_parent`).
 """
@@ -43,6 +46,16 @@ def _replace_port(argv, port: int):
     return out
 
 
+def _option(argv, names, default):
+    for i, a in enumerate(argv):
+        if a in names and i + 1 < len(argv):
+            return argv[i + 1]
+        for n in names:
+            if a.startswith(n + '='):
+                return a.split('=', 1)[1]
+    return default
+
+
 def _master_port(argv):
     for i, a in enumerate(argv):
         if a in ('--master_port', '--master-port') and i + 1 < len(argv):
@@ -52,8 +65,13 @@ def _master_port(argv):
     return '29500'
 
 
-def _describe_exit(code: int) -> str:
+def _describe_exit(code: int, killed_as=None) -> str:
     import signal
+    if killed_as == 'stalled':
+        return f'{code} (SIGKILL: a rank on another node found it stalled and this node ended it)'
+    if killed_as == 'store lost':
+        return (f'{code} (SIGKILL: still running after the rendezvous store stopped answering, i.e. node 0 had '
+                'ended the job)')
     if code < 0:
         try:
             return f'{code} ({signal.Signals(-code).name})'
@@ -69,19 +87,29 @@ def main(argv=None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
-    from mmposmlp.utils.dist import find_free_port
+    from mmposmlp.utils.dist import LaunchError, NodeGuard, find_free_port, stall_timeout
     argv = list(sys.argv[1:] if argv is None else argv)
     auto_port = os.environ.get('MMPOSMLP_AUTO_PORT') == '1'
+    try:
+        timeout = stall_timeout()
+    except LaunchError as exc:
+        print(f'ERROR: {exc}', file=sys.stderr, flush=True)
+        return 1
     for attempt in range(PORT_TRIES if auto_port else 1):
+        guard = None
+        if timeout:
+            guard = NodeGuard(_option(argv, ('--master_addr', '--master-addr'), '127.0.0.1'),
+                              int(_master_port(argv)), timeout).start()
         try:
             run(parse_args(argv))
             return 0
         except ChildFailedError as exc:
             rank, failure = exc.get_first_failure()
             host = getattr(failure, 'hostname', None) or socket.gethostname()
+            killed_as = guard.killed.get(failure.pid, (None, None))[1] if guard else None
             print(f'ERROR: rank {rank} (local rank {failure.local_rank} on {host}, pid {failure.pid}) exited with '
-                  f'code {_describe_exit(failure.exitcode)}; the other ranks were stopped.', file=sys.stderr,
-                  flush=True)
+                  f'code {_describe_exit(failure.exitcode, killed_as)}; the other ranks were stopped.',
+                  file=sys.stderr, flush=True)
             return 1
         except SignalException as exc:
             sig = exc.sigval
@@ -97,6 +125,9 @@ def main(argv=None) -> int:
             print(f'ERROR: PORT={port} is already in use on {socket.gethostname()} (another job took it): choose '
                   'another PORT or unset it to pick a free one.', file=sys.stderr, flush=True)
             return 1
+        finally:
+            if guard is not None:
+                guard.stop()
     return 1
 
 

@@ -260,8 +260,16 @@ MUTANTS = [
          tests=['tests/test_init_cfg_keys.py'],
          why="a typo in a Pretrained init_cfg (e.g. 'prefx') is silently ignored"),
     dict(id='stalled-local-rank-not-killed', file='mmposmlp/utils/dist.py',
-         find='                        self._kill_if_local(store, r)\n', replace='',
+         find='                        self._end_stalled(store, r)\n', replace='',
          tests=['tests/test_dist_faults.py', '-k', 'stopped'],
          why="a stopped rank is left to torchrun's 30 s SIGTERM grace instead of ending the job now"),
+    dict(id='stalled-remote-rank-not-killed', file='mmposmlp/utils/dist.py',
+         find="                        self._kill(int(pid), int(rank), 'stalled')\n", replace='',
+         tests=['tests/test_multinode.py', '-k', 'another_node'],
+         why="a rank stopped on another node keeps that node's part of the job running forever"),
+    dict(id='node-guard-store-loss-ignored', file='mmposmlp/utils/dist.py',
+         find="                if now - lost_since > self.timeout:\n", replace='                if False:\n',
+         tests=['tests/test_multinode.py', '-k', 'guard'],
+         why='workers left running after node 0 ended the job are never ended'),
 ]
 
