@@ -850,3 +850,16 @@ def test_inferencer_given_only_weights_never_executes_the_stored_config(tmp_path
     with pytest.raises((ValueError, AssertionError, KeyError)):
         DetInferencer(model=None, weights=path, device='cpu', show_progress=False)
     assert not marker.exists()
+
+
+def test_backbone_weights_missing_from_the_init_cfg_checkpoint_is_one_sentence(toy_data, tmp_path, capsys):
+    """A backbone's Pretrained init_cfg pointing at a file without its weights fails in init_weights (inside
+    runner.train()): the tool prints the loader's sentence, not a traceback."""
+    from toolcfg import RETINANET_WAVEMLP
+    wrong = tmp_path / 'other_model.pth'
+    torch.save({'state_dict': {'conv.weight': torch.zeros(2, 3, 1, 1)}}, wrong)
+    cfg = write_cfg(tmp_path / 'cfg.py', RETINANET_WAVEMLP, toy_data, iters=1, ckpt=1, extra=f"""
+        model['backbone']['init_cfg'] = dict(type='Pretrained', checkpoint='{wrong}')
+        """)
+    code, _, err = run_in_process('train', [cfg, '--work-dir', tmp_path / 'w'], capsys)
+    _one_error_line(code, err, 'other_model.pth')

@@ -129,3 +129,35 @@ def test_pcpvt_init_cfg_prefers_ema_deit_wrapper(tmp_path):
         own = model.state_dict()
         conv = convert_pcpvt({k: v for k, v in ref.items()})
         assert all(torch.equal(own[k], v) for k, v in conv.items())
+
+
+def test_mmengine_ema_hook_checkpoint_gives_either_weights(tmp_path):
+    """mmengine's EMAHook swaps before saving (EMA weights in ``state_dict``, trained ones in
+    ``ema_state_dict``): prefer_ema (default) takes the EMA weights, prefer_ema=False the trained ones."""
+    from mmengine.hooks import EMAHook
+    from mmengine.model import ExponentialMovingAverage
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    ema = ExponentialMovingAverage(model, momentum=0.5)
+    for _ in range(3):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+        model.train()(torch.randn(2, 3, 8, 8))
+        ema.update_parameters(model)
+    trained = {k: v.clone() for k, v in model.state_dict().items()}
+    averaged = {k: v.clone() for k, v in ema.module.state_dict().items()}
+    assert any(not torch.equal(trained[k], averaged[k]) for k in trained)
+    ckpt = dict(meta=dict(epoch=1), state_dict={k: v.clone() for k, v in trained.items()})
+    hook = EMAHook()
+    hook.ema_model = ema
+    hook.before_save_checkpoint(None, ckpt)
+    path = str(tmp_path / 'epoch_1.pth')
+    torch.save(ckpt, path)
+    for prefer_ema, want in ((True, averaged), (False, trained)):
+        got = load_checkpoint_file(path, prefer_ema=prefer_ema)
+        assert got.keys() == want.keys()
+        assert all(torch.equal(got[k], want[k]) for k in want), prefer_ema
+    ckpt['ema_state_dict']['module.extra.weight'] = torch.zeros(1)
+    with pytest.raises(CheckpointMismatchError, match="holds \\['extra.weight'\\] that its 'state_dict' lacks"):
+        extract_state_dict(ckpt, prefer_ema=False)

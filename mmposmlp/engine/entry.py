@@ -127,9 +127,12 @@ _NOT_IN_REGISTRY = re.compile(r'([\w.]+) is not in the ([\w:.]+) registry')
 def explain(exc: BaseException):
     """One-sentence message for errors caused by the config, else None (then the traceback is shown)."""
     from mmposmlp.engine.checkpoint import CheckpointMismatchError
+    from mmposmlp.models.checkpoints import CheckpointMismatchError as WeightsMismatchError
+    from mmposmlp.models.checkpoints import InitCfgError
     from mmposmlp.utils.dist import LaunchError
     from mmposmlp.utils.safe_load import UnsafeCheckpointError
-    if isinstance(exc, (UserError, CheckpointMismatchError, LaunchError, UnsafeCheckpointError)):
+    if isinstance(exc, (UserError, CheckpointMismatchError, WeightsMismatchError, InitCfgError, LaunchError,
+                        UnsafeCheckpointError)):
         return str(exc)
     text = str(exc.args[0]) if getattr(exc, 'args', None) else str(exc)
     m = _NOT_IN_REGISTRY.search(text)

@@ -16,10 +16,12 @@ from mmposmlp.utils.compat import safe_torch_load
 #: (weights key, EMA weights key) of the checkpoint wrappers the official training scripts write:
 #: timm ``CheckpointSaver`` (PosMLP, Wave-MLP: ``state_dict`` / ``state_dict_ema``), DeiT-style
 #: (Twins: ``model`` / ``model_ema``), SlowFast (PosMLP-Video: ``model_state``), mmengine and
-#: mmdet / mmseg 2.x (``state_dict``; mmengine's EMAHook already swaps the EMA weights in), and
-#: a plain ``{'module': ...}``.
+#: mmdet / mmseg 2.x (``state_dict``; mmengine's EMAHook swaps the EMA weights in and the trained ones
+#: out to :data:`MMENGINE_EMA_KEY`), and a plain ``{'module': ...}``.
 WRAPPERS = (('state_dict', 'state_dict_ema'), ('model', 'model_ema'), ('model_state', None), ('module', None))
 STATE_DICT_KEYS = tuple(k for pair in WRAPPERS for k in pair if k)
+#: mmengine's EMAHook: the trained weights, swapped out of ``state_dict`` before saving
+MMENGINE_EMA_KEY = 'ema_state_dict'
 
 
 #: top-level parts of OpenMMLab classifiers / detectors / segmentors / recognisers other than the
@@ -46,6 +48,8 @@ def extract_state_dict(ckpt, prefer_ema: bool = True, source: str = 'checkpoint'
     """
     if not isinstance(ckpt, dict):
         raise CheckpointMismatchError(f'{source}: expected a dict checkpoint, got {type(ckpt).__name__}')
+    if 'state_dict' in ckpt and MMENGINE_EMA_KEY in ckpt:
+        return _mmengine_ema_weights(ckpt, prefer_ema, source)
     for plain, ema in WRAPPERS:
         if plain not in ckpt and (ema is None or ema not in ckpt):
             continue
@@ -63,6 +67,26 @@ def extract_state_dict(ckpt, prefer_ema: bool = True, source: str = 'checkpoint'
         return dict(ckpt)
     raise CheckpointMismatchError(f'{source}: no state dict found (top-level keys: {sorted(ckpt)[:10]}); expected '
                                   f'a dict of tensors or one under {list(STATE_DICT_KEYS)}')
+
+
+def _mmengine_ema_weights(ckpt, prefer_ema: bool, source: str) -> Dict[str, torch.Tensor]:
+    """The weights of a checkpoint written with mmengine's ``EMAHook``, which swaps before saving:
+    ``state_dict`` holds the EMA weights and ``ema_state_dict`` the trained ones (``module.``-prefixed,
+    plus the averaging ``steps``). ``prefer_ema=False`` swaps them back."""
+    plain, swapped = ckpt['state_dict'], ckpt[MMENGINE_EMA_KEY]
+    for key, value in ((MMENGINE_EMA_KEY, swapped), ('state_dict', plain)):
+        if not _is_state_dict(value):
+            raise CheckpointMismatchError(f'{source}: its {key!r} entry is not a state dict (a dict of tensors)')
+    trained = {k[len('module.'):]: v for k, v in swapped.items() if k.startswith('module.')}
+    stray = sorted(k for k in trained if k not in plain)
+    if stray:
+        raise CheckpointMismatchError(f'{source}: its {MMENGINE_EMA_KEY!r} holds {stray[:3]} that its '
+                                      f"'state_dict' lacks, so it is not an mmengine EMAHook checkpoint: pass "
+                                      'the weights you want as a plain state dict.')
+    print_log(f"{source}: mmengine EMAHook checkpoint: using the {'EMA' if prefer_ema else 'trained'} weights "
+              f"({'state_dict' if prefer_ema else MMENGINE_EMA_KEY!r}); prefer_ema={not prefer_ema} would take "
+              'the other', logger='current')
+    return dict(plain) if prefer_ema else {**plain, **trained}
 
 
 def load_checkpoint_file(path: str, prefer_ema: bool = True, map_location='cpu') -> Dict[str, torch.Tensor]:

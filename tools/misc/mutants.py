@@ -271,5 +271,9 @@ MUTANTS = [
          find="                if now - lost_since > self.timeout:\n", replace='                if False:\n',
          tests=['tests/test_multinode.py', '-k', 'guard'],
          why='workers left running after node 0 ended the job are never ended'),
+    dict(id='mmengine-ema-trained-weights-ignored', file='mmposmlp/models/checkpoints.py',
+         find='    return dict(plain) if prefer_ema else {**plain, **trained}',
+         replace='    return dict(plain)',
+         tests=['tests/test_checkpoint_wrappers.py', '-k', 'mmengine_ema'],
+         why='prefer_ema=False silently returns the EMA weights of an mmengine EMAHook checkpoint'),
 ]
-
