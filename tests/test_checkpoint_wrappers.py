@@ -161,3 +161,18 @@ def test_mmengine_ema_hook_checkpoint_gives_either_weights(tmp_path):
     ckpt['ema_state_dict']['module.extra.weight'] = torch.zeros(1)
     with pytest.raises(CheckpointMismatchError, match="holds \\['extra.weight'\\] that its 'state_dict' lacks"):
         extract_state_dict(ckpt, prefer_ema=False)
+
+
+def test_shape_mismatch_is_one_sentence_naming_input_size():
+    """gMLP's SGU mixes all tokens: a checkpoint trained at 224 does not fit a 256 model; the error says so."""
+    import tempfile
+    from mmposmlp.models.backbones.gmlp import GMLP
+    small = dict(embed_dims=16, feedforward_channels=32, num_layers=2)
+    d = tempfile.mkdtemp()
+    torch.save({'state_dict': GMLP(arch=small, img_size=64).state_dict()}, f'{d}/a.pth')
+    m = GMLP(arch=small, img_size=80, init_cfg=dict(type='Pretrained', checkpoint=f'{d}/a.pth'))
+    with pytest.raises(CheckpointMismatchError) as info:
+        m.init_weights()
+    msg = str(info.value)
+    assert '\n' not in msg and '4 weight(s) have another shape' in msg, msg
+    assert 'layers.0.gate.mixing.weight: checkpoint (16, 16) vs model (25, 25)' in msg and 'input size' in msg, msg

@@ -137,9 +137,12 @@ def load_state_dict_checked(module: torch.nn.Module,
     shape_errors = [f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
                     for k, v in state.items() if k in own and own[k].shape != v.shape]
     if shape_errors:
+        more = f' and {len(shape_errors) - 3} more' if len(shape_errors) > 3 else ''
         raise CheckpointMismatchError(
-            f'{source} does not fit {type(module).__name__} (wrong arch or channels?); shape mismatches:\n  '
-            + '\n  '.join(shape_errors[:20]))
+            f'{source} does not fit {type(module).__name__}: {len(shape_errors)} weight(s) have another shape '
+            f'({"; ".join(shape_errors[:3])}{more}); build the model with the `arch` the checkpoint was trained '
+            'with, and where weights follow the input (token-mixing matrices, position tables, windows) its '
+            'input size and window sizes too.')
     result = module.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys
                if not any(fnmatch.fnmatchcase(k, p) for p in allowed_missing)]
