@@ -145,3 +145,14 @@ def test_wavemlp_all_flops_vs_table7():
 
 if __name__ == '__main__':
     pytest.main([__file__, '-q'])
+
+
+@pytest.mark.parametrize('size', ['t', 's', 'm'])
+def test_wavemlp_3x_rows_warm_up_as_the_1x_config(size):
+    """Wave-MLP Table 9 (3x + multi-scale) keeps the 1x config's warm-up, the official mmdet 2.x one."""
+    from mmengine.config import Config
+    one = Config.fromfile(osp.join(ROOT, 'configs', 'wavemlp', f'mask-rcnn_wavemlp-{size}_fpn_1x_coco.py'))
+    three = Config.fromfile(osp.join(ROOT, 'configs', 'wavemlp', 'paper_tables',
+                                     f'mask-rcnn_wavemlp-{size}_fpn_ms-3x_coco.py'))
+    assert three.param_scheduler[0] == one.param_scheduler[0]
+    assert three.param_scheduler[1]['milestones'] == [27, 33] and three.train_cfg.max_epochs == 36

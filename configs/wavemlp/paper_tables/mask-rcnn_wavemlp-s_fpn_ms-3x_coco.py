@@ -15,7 +15,9 @@ train_pipeline = [
 train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
 max_epochs = 36
 train_cfg = dict(max_epochs=max_epochs)
+# the 1x config's warm-up as the official mmdet 2.x code ran it (500 iterations; mmengine's LinearLR reaches
+# the full lr at end - 1, hence end=501)
 param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
     dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[27, 33], gamma=0.1),
 ]
