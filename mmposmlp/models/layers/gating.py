@@ -285,13 +285,13 @@ class PositionalGatingUnit(nn.Module):
         ``out`` back to channels-last (interleaved groups, channel ``k*G+g``), so no separate
         permute copy is made."""
         G, K, M, N = out.shape
-        mixed = out.permute(2, 3, 1, 0)
+        if self.combine == 'gate':
+            y = v.reshape(M, N, K, G) * out.permute(2, 3, 1, 0)  # v first: y takes v's (row-major) layout
+            return y.reshape(M, N, K * G)
+        mixed = out.permute(2, 3, 1, 0).reshape(M, N, K * G)
         if self.combine == 'concat':
-            return torch.cat([mixed.reshape(M, N, K * G), v.reshape(M, N, K * G)], dim=-1)
-        if self.combine == 'add':
-            return (v.reshape(M, N, K, G) + mixed).reshape(M, N, K * G)
-        y = v.reshape(M, N, K, G) * mixed  # v first: y takes v's (row-major) layout
-        return y.reshape(M, N, K * G)
+            return torch.cat([mixed, v.reshape(M, N, K * G)], dim=-1)
+        return v.reshape(M, N, K * G) + mixed  # 'add'
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Resize token biases (and LRPE tables) trained with another window. The old window
