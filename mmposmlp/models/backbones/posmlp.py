@@ -74,8 +74,6 @@ class LinearPatchEmbed(PatchEmbed):
 
     def __init__(self, in_channels: int, embed_dims: int, patch_size: int, norm_cfg: Optional[dict]):
         super().__init__(in_channels, embed_dims, kernel_size=patch_size, stride=patch_size, norm_cfg=norm_cfg)
-        self.in_channels = in_channels
-        self.stride = patch_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens, (h, w) = super().forward(x)
@@ -101,20 +99,16 @@ class LinearPatchMerging(PatchMerging):
         return tokens.view(B, h, w, -1)
 
 
-#: ``patch_embed_cfg`` / ``downsample_cfg`` keys of the ``'conv'`` type (the paper's ConvPE / ConvPM,
-#: set with ``stem_norm_cfg`` / ``downsample_norm_cfg`` / ``downsample_depthwise``)
-_SAMPLING_KEYS = {'conv': {'type'}, 'linear': None}
-
-
 def _sampling_cfg(name: str, cfg: Optional[dict], linear_keys: set) -> Optional[dict]:
-    """Check a ``patch_embed_cfg`` / ``downsample_cfg``: ``None`` for the conv default, else the
-    linear form's settings."""
+    """Check a ``patch_embed_cfg`` / ``downsample_cfg``: ``None`` for the conv default (the paper's
+    ConvPE / ConvPM, set by ``stem_norm_cfg`` / ``downsample_norm_cfg`` / ``downsample_depthwise``),
+    else the linear form's settings (``linear_keys``)."""
     if cfg is None:
         return None
-    if not isinstance(cfg, dict) or cfg.get('type') not in _SAMPLING_KEYS:
+    if not isinstance(cfg, dict) or cfg.get('type') not in ('conv', 'linear'):
         raise ValueError(f"{name} must be None or a dict with type 'conv' (default, the paper's) or 'linear' "
                          f'(non-overlapping, PosMLP Table 10), got {cfg!r}')
-    allowed = linear_keys if cfg['type'] == 'linear' else _SAMPLING_KEYS['conv']
+    allowed = linear_keys if cfg['type'] == 'linear' else {'type'}
     unknown = sorted(set(cfg) - allowed)
     if unknown:
         raise ValueError(f"{name} of type {cfg['type']!r} takes the keys {sorted(allowed)}, not {unknown}")
@@ -241,7 +235,8 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             patch merging (:class:`LinearPatchMerging`, Table 10 "Linear" PM; norm over the 4C
             concatenation, default ``norm_cfg``).
         gate_cfg: extra :class:`PositionalGatingUnit` options (``split``, ``token_bias``,
-            ``symmetric``, ``softmax``, ``norm_cfg``).
+            ``symmetric``, ``softmax``, ``learn_centers``, ``norm_cfg``, and the Fig. 3 variants
+            ``combine='add'|'concat'`` and ``norm=True``).
         ape_size: ``(h, w)`` of a learned absolute position embedding added after the stem
             (official ``ape=True``: 56 x 56; PosMLP Table 9), resized bicubically to other maps.
 
