@@ -306,3 +306,22 @@ def test_norm_false_removes_the_sgu_norm():
     assert _unit(gate_type='sgu').norm is not None
     assert _unit(gate_type='sgu', norm=False).norm is None
     assert _unit(gate_type='ggqpe').norm is None
+
+
+def test_official_patch_embed_checkpoint_loads_through_init_cfg(tmp_path):
+    """init_cfg takes the official stem=PatchEmbed checkpoint as the converter does (timm-style
+    {'state_dict', 'state_dict_ema'} file: the EMA weights): the same backbone features as the exact converter."""
+    d = torch.load(os.path.join(DATA, 'posmlp_options_downsample.pt'), weights_only=True)
+    case = d['cases']['stem_patch_embed']
+    ours = official_arch_to_ours(json.loads(case['arch_json']))
+    path = str(tmp_path / 'official.pth.tar')
+    noise = {k: v + 1 if v.is_floating_point() else v for k, v in case['state_dict'].items()}
+    torch.save({'state_dict': noise, 'state_dict_ema': case['state_dict']}, path)
+    loaded = PosMLP(**ours, out_indices=(3, ), init_cfg=dict(type='Pretrained', checkpoint=path)).double().eval()
+    loaded.init_weights()
+    ref = PosMLP(**ours, out_indices=(3, )).double().eval()
+    state = convert_official_posmlp(case['state_dict'])
+    ref.load_state_dict({k: v for k, v in state.items() if not k.startswith('head.')}, strict=True)
+    x = d['inputs'][0].double()
+    with torch.no_grad():
+        assert torch.equal(loaded(x)[0], ref(x)[0])
