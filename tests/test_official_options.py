@@ -12,7 +12,7 @@ from mmposmlp.models.backbones.posmlp import (PosMLP, convert_official_posmlp, o
                                                official_convert_kwargs)
 
 DATA = os.path.join(os.path.dirname(__file__), 'data')
-OPTION_FILES = ['posmlp_options_gates.pt', 'posmlp_options_layers.pt']
+OPTION_FILES = ['posmlp_options_gates.pt', 'posmlp_options_layers.pt', 'posmlp_options_downsample.pt']
 
 
 class Classifier(nn.Module):
@@ -104,8 +104,9 @@ def test_option_vectors_are_sensitive(file, name, option):
     ('gate_unit', 'Foo', 'gate_unit'),
     ('chunks', 3, 'chunks=3'),
     ('shift', True, 'num_blocks'),
-    ('stem', 'PatchEmbed', 'stem'),
-    ('pool_layer', 'PatchMerging', 'pool_layer'),
+    ('stem', 'OtherEmbed', 'stem'),
+    ('pool_layer', 'PatchMerging', 'pool_layer=.PatchMerging. does not run'),
+    ('pool_layer', 'OtherMerging', 'pool_layer'),
     ('gate_layer', 'Other', 'gate_layer'),
     ('act_layer', 'nn.ReLU', 'act_layer'),
     ('global_pool', 'max', 'global_pool'),

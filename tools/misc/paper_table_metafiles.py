@@ -68,6 +68,21 @@ ROWS = {
     'mask-rcnn_posmlp-t-no-bias_1x_coco': (f'{_P} Table 9, no b, no APE', ap(41.6, 38.3), None, None),
     'mask-rcnn_posmlp-t-no-bias-ape_1x_coco': (f'{_P} Table 9, no b, APE', ap(41.6, 38.4), None, None),
     'mask-rcnn_posmlp-t-ape_1x_coco': (f'{_P} Table 9, b and APE', ap(41.7, 38.4), None, None),
+    'posmlp-t-sgu-linear-pe-pm_8xb120_in1k-half': (f'{_P} Table 10, hierarchical gMLP (SGU), PE Linear, PM Linear'
+                                                   f'{_HALF}', top1(74.68), 23.3, 5.10),
+    'posmlp-t-sgu-linear-pm_8xb120_in1k-half': (f'{_P} Table 10, hierarchical gMLP (SGU), PE Conv, PM Linear{_HALF}',
+                                                top1(75.43), 23.3, 5.27),
+    'posmlp-t-sgu-linear-pe_8xb120_in1k-half': (f'{_P} Table 10, hierarchical gMLP (SGU), PE Linear, PM Conv{_HALF}',
+                                                top1(75.81), 21.8, 4.93),
+    'posmlp-t-posgu-add_8xb120_in1k-half': (f'{_P} Fig. 3(b), PoSGU with element-wise addition (no figure in the text)'
+                                            f'{_HALF}', {}, None, None),
+    'posmlp-t-posgu-concat_8xb120_in1k-half': (f'{_P} Fig. 3(c), PoSGU with concatenation (no figure in the text)'
+                                               f'{_HALF}', {}, None, None),
+    'posmlp-t-posgu-ln_8xb120_in1k-half': (f'{_P} Fig. 3(d), LayerNorm before GGQPE{_HALF}', top1(76.95), None, None),
+    'posmlp-t-posgu-nonsplit_8xb120_in1k-half': (f'{_P} Fig. 3(e), NonSplit PoSGU{_HALF}', top1(75.49), None, None),
+    'gmlp-s_8xb120_in1k': (f'{_P} Table 2, gMLP-S (from the gMLP paper; rounded there, Table 3 prints 19.4M / 4.42G)',
+                           top1(79.6), 20, 4.5),
+    'gmlp-b_8xb120_in1k': (f'{_P} Table 2, gMLP-B (from the gMLP paper)', top1(81.6), 73, 15.8),
     # CPVT (Chu et al., ICLR 2023)
     'cpvt-ti-peg0-1_8xb128_in1k': (f'{_C} Table 12, 0-1 tiny (= Table 6 position 0, Table 14 dw 3x3)', top1(72.4),
                                    5.7, None),

@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import ConvModule, build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
+from mmcv.cnn.bricks.transformer import PatchEmbed, PatchMerging
 from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
@@ -62,6 +63,58 @@ class ConvPatchMerging(nn.Module):
         return self.norm(x.permute(0, 2, 3, 1))
 
 
+class LinearPatchEmbed(PatchEmbed):
+    """Linear (non-overlapping) patch embedding, PosMLP Table 10 "Linear" PE: mmcv's (Swin's)
+    ``PatchEmbed``, a conv with kernel = stride = ``patch_size`` and a norm over channels (the
+    official ``PatchEmbed``). Sides that are not multiples of ``patch_size`` are zero-padded at the
+    bottom/right, so the map is ``ceil(H/p) x ceil(W/p)`` (ConvPE's at ``p = 4``).
+
+    NCHW in, channels-last ``(B, H', W', C)`` out.
+    """
+
+    def __init__(self, in_channels: int, embed_dims: int, patch_size: int, norm_cfg: Optional[dict]):
+        super().__init__(in_channels, embed_dims, kernel_size=patch_size, stride=patch_size, norm_cfg=norm_cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens, (h, w) = super().forward(x)
+        return tokens.view(x.shape[0], h, w, -1)
+
+
+class LinearPatchMerging(PatchMerging):
+    """Linear (non-overlapping) patch merging, PosMLP Table 10 "Linear" PM: mmcv's (Swin's)
+    ``PatchMerging``, each 2x2 neighbourhood concatenated (4C), normed and mapped by a bias-free
+    linear layer to the next stage's channels. (The official ``PatchMerging`` is this layer with
+    its norm and reduction built for C instead of 4C channels: it does not run.) Odd sides are
+    zero-padded at the bottom/right: ``ceil(H/2) x ceil(W/2)``, as ConvPM.
+
+    Channels-last ``(B, H, W, C)`` in and out.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, norm_cfg: Optional[dict]):
+        super().__init__(in_channels, out_channels, norm_cfg=norm_cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, H, W, C = x.shape
+        tokens, (h, w) = super().forward(x.reshape(B, H * W, C), (H, W))
+        return tokens.view(B, h, w, -1)
+
+
+def _sampling_cfg(name: str, cfg: Optional[dict], linear_keys: set) -> Optional[dict]:
+    """Check a ``patch_embed_cfg`` / ``downsample_cfg``: ``None`` for the conv default (the paper's
+    ConvPE / ConvPM, set by ``stem_norm_cfg`` / ``downsample_norm_cfg`` / ``downsample_depthwise``),
+    else the linear form's settings (``linear_keys``)."""
+    if cfg is None:
+        return None
+    if not isinstance(cfg, dict) or cfg.get('type') not in ('conv', 'linear'):
+        raise ValueError(f"{name} must be None or a dict with type 'conv' (default, the paper's) or 'linear' "
+                         f'(non-overlapping, PosMLP Table 10), got {cfg!r}')
+    allowed = linear_keys if cfg['type'] == 'linear' else {'type'}
+    unknown = sorted(set(cfg) - allowed)
+    if unknown:
+        raise ValueError(f"{name} of type {cfg['type']!r} takes the keys {sorted(allowed)}, not {unknown}")
+    return None if cfg['type'] == 'conv' else dict(cfg)
+
+
 class PosMLPBlock(nn.Module):
     """A PosMLP block (Fig. 2d): ``x + DropPath(FC2(PoSGU(GELU(FC1(LN(x))))))``.
 
@@ -94,13 +147,17 @@ class PosMLPStage(nn.Module):
 
     def __init__(self, in_channels: int, embed_dims: int, depth: int, window, shift_size,
                  downsample: bool, block_kwargs: Sequence[dict], norm_cfg: dict, with_cp: bool = False,
-                 downsample_depthwise: bool = True):
+                 downsample_depthwise: bool = True, downsample_linear: bool = False):
         super().__init__()
         self.window = window
         self.shift_size = shift_size
         self.with_cp = with_cp
-        self.downsample = ConvPatchMerging(in_channels, embed_dims, norm_cfg, downsample_depthwise) \
-            if downsample else None
+        if not downsample:
+            self.downsample = None
+        elif downsample_linear:
+            self.downsample = LinearPatchMerging(in_channels, embed_dims, norm_cfg)
+        else:
+            self.downsample = ConvPatchMerging(in_channels, embed_dims, norm_cfg, downsample_depthwise)
         self.blocks = nn.ModuleList([PosMLPBlock(embed_dims=embed_dims, window=window, **kw)
                                      for kw in block_kwargs])
 
@@ -163,18 +220,29 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             convention), kept frozen in ``train()``.
         norm_eval: keep BatchNorm layers (the stem's) in eval mode during training.
         with_cp: gradient checkpointing of every block.
-        stem_norm_cfg: the stem's norms (BN, official; ``LN`` = LayerNorm over channels).
+        stem_norm_cfg: ConvPE's norms (default BN, eps 1e-6, official; ``LN`` = LayerNorm over
+            channels).
         norm_cfg: block, ConvPM and output norms.
         downsample_norm_cfg: ConvPM's norm (default ``norm_cfg``; ``BN`` = official
             ``downsample_norm='BN'``).
         downsample_depthwise: ConvPM's conv is depthwise (official ``depth_conv``).
+        patch_embed_cfg: ``None`` (default) = ConvPE; ``dict(type='linear', patch_size=4,
+            norm_cfg=...)`` = a non-overlapping linear patch embedding
+            (:class:`LinearPatchEmbed`, PosMLP Table 10 "Linear" PE, official ``stem=PatchEmbed``;
+            ``norm_cfg`` defaults to ``norm_cfg``, ``None`` for none). Stage ``i`` is then at stride
+            ``patch_size * 2**i``.
+        downsample_cfg: ``None`` (default) = ConvPM; ``dict(type='linear', norm_cfg=...)`` = Swin's
+            patch merging (:class:`LinearPatchMerging`, Table 10 "Linear" PM; norm over the 4C
+            concatenation, default ``norm_cfg``).
         gate_cfg: extra :class:`PositionalGatingUnit` options (``split``, ``token_bias``,
-            ``symmetric``, ``softmax``, ``norm_cfg``).
+            ``symmetric``, ``softmax``, ``learn_centers``, ``norm_cfg``, and the Fig. 3 variants
+            ``combine='add'|'concat'`` and ``norm=True``).
         ape_size: ``(h, w)`` of a learned absolute position embedding added after the stem
             (official ``ape=True``: 56 x 56; PosMLP Table 9), resized bicubically to other maps.
 
     Output contract: a tuple with one NCHW tensor per ``out_indices`` entry, stage ``i`` at
-    stride ``2**(i+2)`` and spatial size ``ceil(H / 2**(i+2))``; any input size works
+    stride ``2**(i+2)`` and spatial size ``ceil(H / 2**(i+2))`` (``patch_size * 2**i`` with a
+    linear patch embedding); any input size works
     (``size_divisibility == 1``). Channels in :attr:`out_channels` / :attr:`feature_info`.
     """
 
@@ -200,13 +268,15 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
-                 stem_norm_cfg: dict = dict(type='BN', eps=1e-6),
+                 stem_norm_cfg: Optional[dict] = None,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  act_cfg: dict = dict(type='GELU'),
                  gate_cfg: Optional[dict] = None,
                  downsample_norm_cfg: Optional[dict] = None,
                  downsample_depthwise: bool = True,
                  ape_size: Optional[Sequence[int]] = None,
+                 patch_embed_cfg: Optional[dict] = None,
+                 downsample_cfg: Optional[dict] = None,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[Union[dict, list]] = None):
         if pretrained is not None:  # mmseg pushes a segmentor-level `pretrained` here
@@ -231,7 +301,25 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
         self.norm_eval = norm_eval
         self.embed_dims = list(s['embed_dims'])
 
-        self.patch_embed = ConvPatchEmbed(in_channels, s['embed_dims'][0], stem_norm_cfg, act_cfg)
+        linear_embed = _sampling_cfg('patch_embed_cfg', patch_embed_cfg, {'type', 'patch_size', 'norm_cfg'})
+        linear_merge = _sampling_cfg('downsample_cfg', downsample_cfg, {'type', 'norm_cfg'})
+        if linear_embed is not None and stem_norm_cfg is not None:
+            raise ValueError("stem_norm_cfg is ConvPE's norm and a linear patch_embed_cfg has no ConvPE: set "
+                             "patch_embed_cfg['norm_cfg'] instead")
+        if linear_merge is not None and (downsample_norm_cfg is not None or not downsample_depthwise):
+            raise ValueError('downsample_norm_cfg / downsample_depthwise=False are options of ConvPM and a linear '
+                             "downsample_cfg has no ConvPM: set downsample_cfg['norm_cfg'] instead")
+        self.in_channels = in_channels
+        if linear_embed is None:
+            self.patch_embed = ConvPatchEmbed(in_channels, s['embed_dims'][0],
+                                              stem_norm_cfg or dict(type='BN', eps=1e-6), act_cfg)
+            self.stem_stride = 4
+        else:
+            self.stem_stride = int(linear_embed.get('patch_size', 4))
+            if self.stem_stride < 1:
+                raise ValueError(f"patch_embed_cfg['patch_size'] must be a positive int, got {self.stem_stride}")
+            self.patch_embed = LinearPatchEmbed(in_channels, s['embed_dims'][0], self.stem_stride,
+                                                linear_embed.get('norm_cfg', norm_cfg))
         self.absolute_pos_embed = None
         if ape_size is not None:
             self.absolute_pos_embed = nn.Parameter(torch.zeros(1, s['embed_dims'][0], *to_tuple(ape_size, 2)))
@@ -250,9 +338,12 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             self.stages.append(PosMLPStage(
                 s['embed_dims'][i - 1] if i else s['embed_dims'][0], s['embed_dims'][i], s['depths'][i],
                 window, tuple(w // 2 for w in window), downsample=i > 0, block_kwargs=block_kwargs,
-                norm_cfg=downsample_norm_cfg or norm_cfg, with_cp=with_cp,
-                downsample_depthwise=downsample_depthwise))
+                norm_cfg=(linear_merge.get('norm_cfg', norm_cfg) if linear_merge is not None
+                          else downsample_norm_cfg or norm_cfg), with_cp=with_cp,
+                downsample_depthwise=downsample_depthwise, downsample_linear=linear_merge is not None))
         self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
+        for i, info in enumerate(self.feature_info):
+            info['reduction'] = self.stem_stride * 2**i
         self._freeze_stages()
 
     @classmethod
@@ -310,12 +401,15 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
     def forward(self, x: torch.Tensor):
         if x.dim() != 4:
             raise ValueError(f'PosMLP expects an NCHW image batch, got shape {tuple(x.shape)}')
-        if x.shape[1] != self.patch_embed[0].conv.in_channels:
+        if x.shape[1] != self.in_channels:
             raise ValueError(f'input has {x.shape[1]} channels but the backbone was built with '
-                             f'in_channels={self.patch_embed[0].conv.in_channels}')
-        # channels-last memory from the stem on: its convs and ConvPM's depthwise convs are
-        # much faster that way on CPU, and the stages' channels-last views need no copies
-        x = self.patch_embed(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
+                             f'in_channels={self.in_channels}')
+        if isinstance(self.patch_embed, LinearPatchEmbed):
+            x = self.patch_embed(x)  # (B, H, W, C)
+        else:
+            # channels-last memory from the stem on: its convs and ConvPM's depthwise convs are
+            # much faster that way on CPU, and the stages' channels-last views need no copies
+            x = self.patch_embed(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
         if self.absolute_pos_embed is not None:
             x = self._add_absolute_pos_embed(x)
         outs = []
@@ -341,7 +435,8 @@ def convert_official_posmlp(state: Dict[str, torch.Tensor], symmetric: bool = Tr
     """Official ``Zhicaiwww/PosMLP`` keys -> ours (backbone keys; ``head.*`` kept as is).
 
     * ``patch_embed.projs.i``/``norms.i`` -> ``patch_embed.i.conv``/``.bn`` (``.ln`` for the
-      LayerNorm stem, recognised by its missing running statistics);
+      LayerNorm stem, recognised by its missing running statistics); the linear stem
+      (``stem=PatchEmbed``) ``patch_embed.proj`` -> ``patch_embed.projection``;
       ``levels.i.pool`` -> ``stages.i.downsample``; ``levels.i.encoder.j`` -> ``stages.i.blocks.j``;
       ``proj_c_e``/``proj_c_s`` -> ``fc1``/``fc2``; final ``norm`` -> ``norm{last}``;
       ``absolute_pos_embed`` (1, 3136, C), read by the official code as ``reshape(1, -1, 56, 56)``,
@@ -374,6 +469,10 @@ def convert_official_posmlp(state: Dict[str, torch.Tensor], symmetric: bool = Tr
         elif key.startswith('patch_embed.norms.'):
             i, rest = key[len('patch_embed.norms.'):].split('.', 1)
             new = f'patch_embed.{i}.{"ln" if ln_stem else "bn"}.{rest}'
+        elif key in ('patch_embed.proj.weight', 'patch_embed.proj.bias'):
+            new = key.replace('.proj.', '.projection.')
+        elif key in ('patch_embed.norm.weight', 'patch_embed.norm.bias'):
+            new = key
         elif key == 'absolute_pos_embed':
             new, value = key, value.reshape(1, -1, 56, 56)
         elif key.startswith('levels.'):
@@ -475,24 +574,37 @@ def official_arch_to_ours(arch: dict) -> dict:
 
     Every official option is either mapped or refused with a ``ValueError`` naming it; unknown
     keys are refused. Options with no effect on a trained model's function are accepted:
-    ``img_size``/``patch_size``/``in_chans`` (the official stem ignores them), ``num_classes``
+    ``img_size``/``patch_size``/``in_chans`` (the official ConvPE ignores them; ``stem=PatchEmbed``
+    reads ``in_chans`` and asserts ``img_size``, which ours does not need), ``num_classes``
     (the head), ``att_std``/``pretrained`` (initialisation), ``drop_rate``/``drop_path_rate``
     (mapped; training only).
     """
     unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
     if unknown:
         raise ValueError(f'unknown official PosMLP options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
+    # The official ``stem=PatchEmbed`` is a 16x16 linear embedding (PosMLP's own ``patch_size`` is not
+    # passed on) with ``nn.LayerNorm`` (eps 1e-5), taking ``in_chans`` channels and ignoring ``stem_norm``;
+    # ``pool_layer=PatchMerging`` does not run (below).
     a = {**OFFICIAL_DEFAULTS, **arch}
     n = int(a['num_levels'])
     lists = {k: list(a[k]) for k in ('embed_dims', 'win_size', 'gamma', 'depths', 'mlp_ratio')}
     if any(len(v) != n for v in lists.values()):
         raise ValueError(f'official num_levels={n} but embed_dims/win_size/gamma/depths/mlp_ratio have lengths '
                          f'{[len(v) for v in lists.values()]} (the official model asserts they match)')
-    for name, ok in (('gate_layer', 'PosMLPLayer'), ('pool_layer', 'ConvPatchMerging'), ('stem', 'ConvPatchEmbed'),
-                     ('act_layer', 'nn.GELU'), ('global_pool', 'avg')):
-        if str(a[name]).split('.')[-1] != ok.split('.')[-1]:
-            raise ValueError(f'official {name}={a[name]!r} is not supported: only {ok!r} has an equivalent here')
+    if str(a['pool_layer']).split('.')[-1] == 'PatchMerging':
+        raise ValueError("official pool_layer='PatchMerging' does not run (its LayerNorm and 1x1 reduction are built "
+                         'for in_chan channels but get the 4*in_chan concatenation): use ConvPatchMerging; our '
+                         "downsample_cfg=dict(type='linear') is the working Swin form it was meant to be")
+    for name, ok in (('gate_layer', ('PosMLPLayer', )), ('pool_layer', ('ConvPatchMerging', )),
+                     ('stem', ('ConvPatchEmbed', 'PatchEmbed')), ('act_layer', ('nn.GELU', )),
+                     ('global_pool', ('avg', ))):
+        if str(a[name]).split('.')[-1] not in [o.split('.')[-1] for o in ok]:
+            raise ValueError(f'official {name}={a[name]!r} is not supported: only {" or ".join(map(repr, ok))} '
+                             'has an equivalent here')
+    linear_stem = str(a['stem']).split('.')[-1] == 'PatchEmbed'
     for name in ('stem_norm', 'downsample_norm'):
+        if name == 'stem_norm' and linear_stem:
+            continue  # not read by the official linear stem
         if a[name] not in ('BN', 'LN'):
             raise ValueError(f"official {name}={a[name]!r} is not supported: use 'BN' or 'LN'")
     if a['pretrained'] not in (None, ''):
@@ -535,10 +647,13 @@ def official_arch_to_ours(arch: dict) -> dict:
                          'missing self.window_partition); with num_blocks=1 it shifts nothing and maps to shift=False')
     ours = dict(arch=dict(embed_dims=lists['embed_dims'], depths=lists['depths'], groups=lists['gamma'],
                           mlp_ratios=lists['mlp_ratio'], window_sizes=lists['win_size']),
-                in_channels=int(a['in_chan']), gate_type=gate, shift=False,
-                drop_rate=float(a['drop_rate']), drop_path_rate=float(a['drop_path_rate']),
-                stem_norm_cfg=dict(type=a['stem_norm'], eps=1e-6), norm_cfg=norm_cfg,
-                downsample_norm_cfg=dict(type=a['downsample_norm'], eps=1e-6),
+                in_channels=int(a['in_chans'] if linear_stem else a['in_chan']), gate_type=gate, shift=False,
+                drop_rate=float(a['drop_rate']), drop_path_rate=float(a['drop_path_rate']), norm_cfg=norm_cfg)
+    if linear_stem:
+        ours['patch_embed_cfg'] = dict(type='linear', patch_size=16, norm_cfg=dict(type='LN', eps=1e-5))
+    else:
+        ours['stem_norm_cfg'] = dict(type=a['stem_norm'], eps=1e-6)
+    ours.update(downsample_norm_cfg=dict(type=a['downsample_norm'], eps=1e-6),
                 downsample_depthwise=bool(a['depth_conv']))
     if gate_cfg:
         ours['gate_cfg'] = gate_cfg

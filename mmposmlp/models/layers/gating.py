@@ -93,7 +93,8 @@ class PositionalGatingUnit(nn.Module):
     """Positional gating unit (PoSGU / PoTGU / PoSTGU, and gMLP's SGU for ablations).
 
     Args:
-        in_channels: channels of the input; the output has ``in_channels // 2``.
+        in_channels: channels of the input; the output has ``in_channels // 2`` (``in_channels``
+            with ``split=False`` or ``combine='concat'``).
         window: window size per axis, e.g. ``(14, 14)``, ``(16,)`` or ``(16, 7, 7)``.
         groups: channel groups ``s`` of the group-wise encodings.
         gate_type: one of :data:`GATE_TYPES` (``'ggqpe'`` default).
@@ -107,15 +108,32 @@ class PositionalGatingUnit(nn.Module):
         softmax: GQPE only: normalise ``P`` over keys (default; official ``use_softmax``).
         learn_centers: GQPE only: learn the centres ``Delta`` (default) or keep them at (0, 0)
             (PosMLP Table 6, "Delta frozen").
+        combine: how the mixed ``X1`` and ``X2`` form the output (PosMLP Fig. 3): ``'gate'``
+            (default, (a) ``(P X1 + b) * X2``), ``'add'`` ((b) element-wise addition
+            ``(P X1 + b) + X2``) or ``'concat'`` ((c) ``Concat(P X1 + b, X2)`` along the channels:
+            the output keeps ``in_channels``). Needs ``split=True``.
+        norm: LayerNorm (``norm_cfg``) on ``X1`` before the mixing: ``None`` (default) = the gate
+            type's own choice (only ``'sgu'`` has one, as gMLP); ``True`` on a PoSGU is Fig. 3(d)
+            "LayerNorm before GGQPE".
     """
+
+    #: :attr:`combine` values (PosMLP Fig. 3 (a)-(c))
+    COMBINE_MODES = ('gate', 'add', 'concat')
 
     def __init__(self, in_channels: int, window: Sequence[int], groups: int = 1,
                  gate_type: str = 'ggqpe', norm_cfg: Optional[dict] = None, split: bool = True,
                  token_bias: bool = True, symmetric: bool = True, softmax: bool = True,
-                 learn_centers: bool = True):
+                 learn_centers: bool = True, combine: str = 'gate', norm: Optional[bool] = None):
         super().__init__()
         if gate_type not in GATE_TYPES:
             raise KeyError(f'unknown gate_type {gate_type!r}; choose one of {sorted(GATE_TYPES)}')
+        if combine not in self.COMBINE_MODES:
+            raise ValueError(f'unknown combine={combine!r} of a gating unit; choose one of {list(self.COMBINE_MODES)}')
+        if combine != 'gate' and not split:
+            raise ValueError(f"combine={combine!r} joins the mixed half X1 with the other half X2, which "
+                             "split=False (NonSplit, Fig. 3e) does not have: use split=True or combine='gate'")
+        if norm not in (None, True, False):
+            raise ValueError(f'norm must be None (the gate type\'s default), True or False, got {norm!r}')
         mixing, kwargs = GATE_TYPES[gate_type]
         kwargs = dict(kwargs)
         if mixing == 'gqpe':
@@ -126,8 +144,9 @@ class PositionalGatingUnit(nn.Module):
         if split and in_channels % 2:
             raise ValueError(f'a gating unit splits its input in two halves; in_channels={in_channels} is odd')
         self.split = split
+        self.combine = combine
         half = in_channels // 2 if split else in_channels
-        self.out_channels = half
+        self.out_channels = in_channels if combine == 'concat' else half
         if kwargs.pop('single_group', False):
             groups = 1
         if half % groups:
@@ -136,7 +155,7 @@ class PositionalGatingUnit(nn.Module):
         self.window = tuple(window)
         self.groups = groups
         self.num_tokens = math.prod(self.window)
-        use_norm = kwargs.pop('norm', False)
+        use_norm = kwargs.pop('norm', False) if norm is None else norm
         if mixing == 'gqpe':
             self.mixing = GaussianPositionMixing(self.window, groups, **kwargs)
         elif mixing == 'lrpe':
@@ -156,7 +175,7 @@ class PositionalGatingUnit(nn.Module):
             nn.init.zeros_(self.token_bias)
 
     def forward(self, x: torch.Tensor, layout: Optional[WindowLayout] = None) -> torch.Tensor:
-        """``x`` (B, nW, N, C) windows -> (B, nW, N, C // 2)."""
+        """``x`` (B, nW, N, C) windows -> (B, nW, N, :attr:`out_channels`)."""
         B, nW, N, C = self._check_tokens(x)
         u, v = x.chunk(2, dim=-1) if self.split else (x, x)
         if self.norm is not None:
@@ -184,7 +203,8 @@ class PositionalGatingUnit(nn.Module):
         element-wise step; in chunks it stays in cache. Falls back to the plain composition when
         an FC is not a bare ``nn.Linear`` (hooks, wrappers) or ``X1`` is normalised (gMLP SGU).
         """
-        if self.norm is not None or not self.split or not (_plain_linear(fc1) and _plain_linear(fc2)):
+        if self.norm is not None or not self.split or self.combine != 'gate' or \
+                not (_plain_linear(fc1) and _plain_linear(fc2)):
             return fc2(self(act(fc1(x)), layout))
         B, nW, N, _ = self._check_tokens(x)
         M = B * nW
@@ -261,11 +281,17 @@ class PositionalGatingUnit(nn.Module):
         return out
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """``X2 * (P X1 + b)``: the product also takes ``out`` back to channels-last
-        (interleaved groups, channel ``k*G+g``), so no separate permute copy is made."""
+        """``X2 * (P X1 + b)`` (or ``+`` / ``Concat``, :attr:`combine`): the product also takes
+        ``out`` back to channels-last (interleaved groups, channel ``k*G+g``), so no separate
+        permute copy is made."""
         G, K, M, N = out.shape
-        y = v.reshape(M, N, K, G) * out.permute(2, 3, 1, 0)  # v first: y takes v's (row-major) layout
-        return y.reshape(M, N, K * G)
+        if self.combine == 'gate':
+            y = v.reshape(M, N, K, G) * out.permute(2, 3, 1, 0)  # v first: y takes v's (row-major) layout
+            return y.reshape(M, N, K * G)
+        mixed = out.permute(2, 3, 1, 0).reshape(M, N, K * G)
+        if self.combine == 'concat':
+            return torch.cat([mixed, v.reshape(M, N, K * G)], dim=-1)
+        return v.reshape(M, N, K * G) + mixed  # 'add'
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Resize token biases (and LRPE tables) trained with another window. The old window
@@ -292,4 +318,5 @@ class PositionalGatingUnit(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self) -> str:
-        return f'gate_type={self.gate_type}, window={self.window}, groups={self.groups}'
+        extra = f', combine={self.combine}' if self.combine != 'gate' else ''
+        return f'gate_type={self.gate_type}, window={self.window}, groups={self.groups}{extra}'
