@@ -438,3 +438,10 @@ def test_relations_tool(tmp_path):
     cfg.write_text(f'model = dict(backbone=dict(type="mmposmlp.PosMLPVideo", arch={TINY!r}))\n')
     main([str(ckpt), str(out), '--config', str(cfg)])
     assert out.stat().st_size > 1000 and out.read_bytes()[:4] == b'\x89PNG'
+
+
+@pytest.mark.parametrize('gate_cfg', [dict(split=False), dict(combine='concat')])
+def test_gate_options_returning_all_hidden_channels_are_refused(gate_cfg):
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
+    with pytest.raises(ValueError, match="PosMLP-Video blocks take half of the hidden channels"):
+        PosMLPVideo(arch='s', gate_cfg=gate_cfg)

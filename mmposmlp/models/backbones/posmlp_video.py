@@ -98,6 +98,11 @@ class PosMLPVideoModule(nn.Module):
                  gate_cfg: Optional[dict] = None):
         super().__init__()
         hidden = int(mlp_ratio * embed_dims)
+        gate_cfg = dict(gate_cfg or {})
+        if gate_cfg.get('split', True) is False or gate_cfg.get('combine', 'gate') == 'concat':
+            raise ValueError(f'PosMLP-Video blocks take half of the hidden channels from each gating unit, so '
+                             f'gate_cfg={gate_cfg} (a unit returning all of them) cannot be used here: drop '
+                             "split=False / combine='concat' (PosMLP image ablations, Fig. 3c/3e).")
         self.axes = list(gates)
         self.combine = combine if len(self.axes) > 1 else None
         if len(self.axes) > 1 and combine not in ('split', 'concat', 'add'):
