@@ -162,7 +162,8 @@ def _make_classes() -> Dict[str, type]:
                                  "which passes the teacher's logits; set the model type and its teacher.")
             cls_score, dist_score = self.scores(feats)
             losses = self._get_loss(cls_score, data_samples, **kwargs)
-            losses['loss'] = losses['loss'] * (1 - self.alpha)
+            # not 'loss': mmengine's parse_losses logs the total under 'loss' and a part of that name hides it
+            losses['loss_cls'] = losses.pop('loss') * (1 - self.alpha)
             losses['loss_distill'] = self.distill_loss(dist_score, teacher_logits) * self.alpha
             return losses
 
@@ -180,7 +181,8 @@ def _make_classes() -> Dict[str, type]:
             backbone, neck, head, pretrained, train_cfg, data_preprocessor, init_cfg: as ``ImageClassifier``.
                 With a :class:`DeiTDistillationHead` the teacher's logits train the distillation head.
 
-        Losses: the head's (``loss``, ``loss_distill``) and ``loss_feature_distill``.
+        Losses: the head's (``loss_cls`` and ``loss_distill`` of :class:`DeiTDistillationHead`, else ``loss``) and
+        ``loss_feature_distill``; mmengine logs their sum as ``loss``.
         """
 
         def __init__(self, backbone: dict, teacher: dict, neck: Optional[dict] = None, head: Optional[dict] = None,
@@ -199,19 +201,13 @@ def _make_classes() -> Dict[str, type]:
                 raise ValueError("DistillationClassifier: the teacher has no weights to load; give it "
                                  "init_cfg=dict(type='Pretrained', checkpoint='<teacher weights>') (a randomly "
                                  'initialised teacher would distil noise).')
-            self.teacher = holder
+            self.teacher = holder  # a plain object: outside the module tree on purpose (module docstring)
             self.distills_logits = bool(getattr(self.head, 'distills_logits', False))
             self.feature_distill = self._feature_pairs(feature_distill)
             if not self.distills_logits and not self.feature_distill:
                 raise ValueError(f"DistillationClassifier: nothing is distilled: use head type "
                                  f"'mmposmlp.DeiTDistillationHead' (got {type(self.head).__name__}) and/or "
                                  'feature_distill=dict(student=..., teacher=...).')
-
-        def __setattr__(self, name, value):
-            if isinstance(value, Teacher):  # outside the module tree on purpose (module docstring)
-                object.__setattr__(self, name, value)
-            else:
-                super().__setattr__(name, value)
 
         def _feature_pairs(self, cfg: Optional[dict]) -> Optional[dict]:
             if cfg is None:
