@@ -384,3 +384,25 @@ def test_deit_tiny_distilled_config_has_timms_parameter_count():
     assert sum(p.numel() for p in ref.parameters()) == CONFIGS['cpvt/paper_tables/deit-ti-distilled_8xb128_in1k.py'][0]
     assert sum(p.numel() for p in model.teacher.module.parameters()) == sum(
         p.numel() for p in timm.create_model('regnety_160', pretrained=False).parameters())
+
+
+def test_tools_name_a_missing_teacher_file_before_building_and_trust_covers_it(tmp_path, monkeypatch):
+    """tools/train.py's pre-flight check names the teacher file, where it comes from and the command (no
+    'train from random initialisation' for a teacher); --trust-checkpoint applies to the teacher file too."""
+    from mmengine.config import Config
+
+    from mmposmlp.engine.entry import UserError, check_pretrained, pretrained_checkpoints
+    monkeypatch.chdir(tmp_path)
+    for rel, name in (('cpvt/paper_tables/cpvt-ti-distilled_8xb128_in1k.py', 'regnety_160-a5fe301d.pth'),
+                      ('imlp/ablations/deit-ti-imlp-channel-kd_4xb256_in1k.py', 'deit_tiny_patch16_224-a1311bcf.pth'),
+                      ('cpvt/toy/cpvt-ti-distilled_toy-in1k.py', 'toy_teacher_cpvt.pth')):
+        cfg = Config.fromfile(osp.join(ROOT, 'configs', rel))
+        with pytest.raises(UserError) as e:
+            check_pretrained(cfg)
+        msg = str(e.value)
+        assert f'teacher checkpoint {cfg.model.teacher.init_cfg.checkpoint} does not exist ' \
+               '(model.teacher.init_cfg.checkpoint): ' in msg, msg
+        assert ('wget -P checkpoints https://dl.fbaipublicfiles.com/deit/' + name in msg) or \
+            'make_toy_datasets.py --out data/toy --which imagenet' in msg, msg
+        assert 'random initialisation' not in msg and '\n' not in msg
+        assert cfg.model.teacher.init_cfg.checkpoint in pretrained_checkpoints(cfg)

@@ -296,7 +296,6 @@ def make_toy_teacher(path: str, seed: int = 0) -> str:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         backbone = CPVT(TOY_TEACHER['arch'], peg_positions=TOY_TEACHER['peg_positions'])
-        backbone.init_weights()
         fc = torch.nn.Linear(TOY_TEACHER['arch']['embed_dims'], TOY_TEACHER['num_classes'])
     state = {f'backbone.{k}': v for k, v in backbone.state_dict().items()}
     state.update({f'head.fc.{k}': v for k, v in fc.state_dict().items()})

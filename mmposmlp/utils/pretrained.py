@@ -71,9 +71,15 @@ for _variant in ('ape', 'no-bias', 'no-bias-ape'):
         '--cfg-options train_dataloader.dataset.ann_file=meta/train.txt')
 
 
+# written by the toy data generator (mmposmlp/datasets/toy.py) next to the toy dataset
+GENERATED = {'toy_teacher_cpvt.pth': 'python tools/misc/make_toy_datasets.py --out data/toy --which imagenet'}
+
+
 def how_to_make(path: str) -> str:
     """The fix for a missing pretrained checkpoint ``path``: where it comes from and the exact commands."""
     name = osp.basename(path)
+    if name in GENERATED:
+        return f'the toy data generator writes it with the toy ImageNet: `{GENERATED[name]}`'
     if name in SOURCES:
         source, commands = SOURCES[name]
         commands = [c.replace(f'checkpoints/{name}', path) for c in commands]
