@@ -406,3 +406,32 @@ def test_tools_name_a_missing_teacher_file_before_building_and_trust_covers_it(t
             'make_toy_datasets.py --out data/toy --which imagenet' in msg, msg
         assert 'random initialisation' not in msg and '\n' not in msg
         assert cfg.model.teacher.init_cfg.checkpoint in pretrained_checkpoints(cfg)
+
+
+def test_imlp_kd_config_loads_an_official_format_deit_file_and_pairs_all_12_blocks(tmp_path):
+    """The Table 2 "w/ channel + KD" config end to end on one image: the teacher file in DeiT's release format
+    ({'model': timm state dict}) loads checked into the TimmClassifier teacher, and each of the 12 AMLP
+    outputs is compared with the same block's MLP output of the teacher."""
+    import timm
+    from mmengine.config import Config
+
+    from mmposmlp.testing import build_model_from_cfg
+    torch.manual_seed(0)
+    official = timm.create_model('deit_tiny_patch16_224', pretrained=False)
+    path = str(tmp_path / 'deit_tiny_patch16_224-a1311bcf.pth')
+    torch.save({'model': official.state_dict()}, path)
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'imlp', 'ablations', 'deit-ti-imlp-channel-kd_4xb256_in1k.py'))
+    cfg.model.teacher.init_cfg.checkpoint = path
+    model = build_model_from_cfg(cfg)[0]
+    model.init_weights()
+    for k, v in official.state_dict().items():
+        assert torch.equal(model.teacher.module.state_dict()[k], v), k
+    x = torch.randn(1, 3, 224, 224)
+    seen = []
+    hooks = [m.register_forward_hook(lambda mod, i, o: seen.append(o.shape)) for m in model.feature_distill['student']]
+    losses = model.loss(x, _batch(1)['data_samples'])
+    for h in hooks:
+        h.remove()
+    assert seen == [torch.Size([1, 197, 192])] * 12
+    assert set(losses) == {'loss', 'loss_feature_distill'} and losses['loss_feature_distill'] > 0
+    torch.testing.assert_close(model.teacher.logits(x), official.eval()(x), rtol=0, atol=0)
