@@ -286,6 +286,12 @@ def test_feature_distillation_is_the_mean_squared_error_of_the_paired_module_out
     with pytest.raises(ValueError, match=r'pairs a student output of shape \(3, 10, 32\) with a teacher output of '
                        r'shape \(3, 9, 32\); pair modules whose outputs have the same shape'):
         with_cls.loss(x, samples)
+    twice = _student(path, head=dict(type='LinearClsHead', num_classes=NUM_CLASSES, in_channels=32),
+                     backbone=dict(type='mmposmlp.CPVT', arch=SMALL, peg_positions=(0, ), drop_path_rate=0.1, **gap),
+                     feature_distill=dict(student='backbone.layers.*.drop_path', teacher='backbone.layers.*.ffn'))
+    with pytest.raises(RuntimeError, match=r'each student module must run once per forward, but they ran \[2, 2\] '
+                       'times'):
+        twice.loss(x, samples)  # a block's DropPath serves both residual branches
     with pytest.raises(ValueError, match=r"feature_distill takes \['student', 'teacher', 'loss_weight'\]"):
         _student(path, feature_distill=dict(student='a', teacher='b', weight=1.0))
     with pytest.raises(ValueError, match='nothing is distilled'):

@@ -57,7 +57,6 @@ class Teacher:
         self.module = module.eval().requires_grad_(False)
         self.init_cfg = init_cfg
         self.loaded = False
-        self.module_type = type(module).__name__
 
     def __deepcopy__(self, memo):
         return self
@@ -87,19 +86,29 @@ def _named(modules, pattern: str) -> List[nn.Module]:
 
 
 class _Capture:
-    """Forward hooks keeping the outputs of the given modules, removed on exit."""
+    """Forward hooks keeping the output of each of the given modules (in the modules' order), removed on exit."""
 
-    def __init__(self, modules: List[nn.Module]):
+    def __init__(self, modules: List[nn.Module], side: str):
         self.modules = modules
-        self.outputs: List[torch.Tensor] = []
+        self.side = side
+        self.seen: Dict[int, List[torch.Tensor]] = {id(m): [] for m in modules}
 
     def __enter__(self):
-        self.handles = [m.register_forward_hook(lambda _m, _i, out: self.outputs.append(out)) for m in self.modules]
+        self.handles = [m.register_forward_hook(lambda mod, _i, out: self.seen[id(mod)].append(out))
+                        for m in self.modules]
         return self
 
     def __exit__(self, *exc):
         for h in self.handles:
             h.remove()
+
+    @property
+    def outputs(self) -> List[torch.Tensor]:
+        calls = [len(self.seen[id(m)]) for m in self.modules]
+        if any(c != 1 for c in calls):
+            raise RuntimeError(f'feature_distill: each {self.side} module must run once per forward, but they ran '
+                               f'{calls} times; choose modules that are called once.')
+        return [self.seen[id(m)][0] for m in self.modules]
 
 
 def _make_classes() -> Dict[str, type]:
@@ -232,9 +241,9 @@ def _make_classes() -> Dict[str, type]:
 
         def loss(self, inputs: torch.Tensor, data_samples) -> dict:
             pairs = self.feature_distill
-            with _Capture(pairs['student'] if pairs else []) as student_out:
+            with _Capture(pairs['student'] if pairs else [], 'student') as student_out:
                 feats = self.extract_feat(inputs)
-            with _Capture(pairs['teacher'] if pairs else []) as teacher_out:
+            with _Capture(pairs['teacher'] if pairs else [], 'teacher') as teacher_out:
                 teacher_logits = self.teacher.logits(inputs)
             if self.distills_logits:
                 losses = self.head.loss(feats, data_samples, teacher_logits=teacher_logits)
