@@ -194,7 +194,8 @@ def test_a_teacher_without_weights_is_refused_in_one_sentence(tmp_path):
     msg = str(e.value)
     assert missing in msg and '\n' not in msg and msg.count('. ') == 0, msg
     assert model is None
-    with pytest.raises(ValueError, match=r"the teacher has no weights to load; give it init_cfg=dict\(type='Pretrained'"):
+    with pytest.raises(ValueError,
+                       match=r"the teacher has no weights to load; give it init_cfg=dict\(type='Pretrained'"):
         _student(missing, teacher={k: v for k, v in _teacher_cfg(missing).items() if k != 'init_cfg'})
     with pytest.raises(ValueError, match="unknown key 'checkpont'; did you mean 'checkpoint'"):
         _student(missing, teacher=dict(_teacher_cfg(missing), init_cfg=dict(type='Pretrained', checkpont=missing)))
@@ -272,6 +273,9 @@ def test_feature_distillation_is_the_mean_squared_error_of_the_paired_module_out
         h.remove()
     expected = weight * sum(((outs[('s', i)] - outs[('t', i)]) ** 2).mean() for i in range(2)) / 2
     torch.testing.assert_close(losses['loss_feature_distill'], expected, rtol=1e-6, atol=0)
+    twin = copy.deepcopy(model)  # as an EMA copy: its own student modules, the one shared teacher
+    assert twin.teacher is model.teacher
+    torch.testing.assert_close(twin.loss(x, samples)['loss_feature_distill'], losses['loss_feature_distill'])
     # the gradient reaches the student's modules and never the teacher
     losses['loss_feature_distill'].backward()
     assert model.backbone.layers[0].ffn.fc2.weight.grad.abs().sum() > 0
@@ -434,7 +438,8 @@ def test_imlp_kd_config_loads_an_official_format_deit_file_and_pairs_all_12_bloc
         assert torch.equal(model.teacher.module.state_dict()[k], v), k
     x = torch.randn(1, 3, 224, 224)
     seen = []
-    hooks = [m.register_forward_hook(lambda mod, i, o: seen.append(o.shape)) for m in model.feature_distill['student']]
+    hooks = [model.get_submodule(n).register_forward_hook(lambda mod, i, o: seen.append(o.shape))
+             for n in model.feature_distill['student']]
     losses = model.loss(x, _batch(1)['data_samples'])
     for h in hooks:
         h.remove()

@@ -81,8 +81,9 @@ class Teacher:
         return self.module(inputs, mode='tensor')
 
 
-def _named(modules, pattern: str) -> List[nn.Module]:
-    return [m for n, m in modules if n and fnmatch.fnmatchcase(n, pattern)]
+def _matching(module: nn.Module, pattern: str) -> List[str]:
+    """Names of ``module``'s submodules matching ``pattern``, in model order."""
+    return [n for n, _ in module.named_modules() if n and fnmatch.fnmatchcase(n, pattern)]
 
 
 class _Capture:
@@ -167,8 +168,9 @@ def _make_classes() -> Dict[str, type]:
 
         def loss(self, feats, data_samples, teacher_logits: Optional[torch.Tensor] = None, **kwargs) -> dict:
             if teacher_logits is None:
-                raise ValueError("DeiTDistillationHead trains only inside model type='mmposmlp.DistillationClassifier', "
-                                 "which passes the teacher's logits; set the model type and its teacher.")
+                raise ValueError("DeiTDistillationHead trains only inside model "
+                                 "type='mmposmlp.DistillationClassifier', which passes the teacher's logits; set the "
+                                 'model type and its teacher.')
             cls_score, dist_score = self.scores(feats)
             losses = self._get_loss(cls_score, data_samples, **kwargs)
             # not 'loss': mmengine's parse_losses logs the total under 'loss' and a part of that name hides it
@@ -225,8 +227,9 @@ def _make_classes() -> Dict[str, type]:
             if unknown or 'student' not in cfg or 'teacher' not in cfg:
                 raise ValueError(f'DistillationClassifier: feature_distill takes {list(FEATURE_DISTILL_KEYS)} '
                                  f'(student and teacher required), got {sorted(cfg)}.')
-            student = _named(self.named_modules(), cfg['student'])
-            teacher = _named(self.teacher.module.named_modules(), cfg['teacher'])
+            # names, not modules: an EMA deepcopy then resolves its own student modules and the shared teacher's
+            student = _matching(self, cfg['student'])
+            teacher = _matching(self.teacher.module, cfg['teacher'])
             if not student or len(student) != len(teacher):
                 raise ValueError(f"DistillationClassifier: feature_distill pairs modules in order, but student "
                                  f"pattern {cfg['student']!r} matches {len(student)} module(s) and teacher pattern "
@@ -241,9 +244,11 @@ def _make_classes() -> Dict[str, type]:
 
         def loss(self, inputs: torch.Tensor, data_samples) -> dict:
             pairs = self.feature_distill
-            with _Capture(pairs['student'] if pairs else [], 'student') as student_out:
+            student = [self.get_submodule(n) for n in pairs['student']] if pairs else []
+            teacher = [self.teacher.module.get_submodule(n) for n in pairs['teacher']] if pairs else []
+            with _Capture(student, 'student') as student_out:
                 feats = self.extract_feat(inputs)
-            with _Capture(pairs['teacher'] if pairs else [], 'teacher') as teacher_out:
+            with _Capture(teacher, 'teacher') as teacher_out:
                 teacher_logits = self.teacher.logits(inputs)
             if self.distills_logits:
                 losses = self.head.loss(feats, data_samples, teacher_logits=teacher_logits)
@@ -263,8 +268,8 @@ def _make_classes() -> Dict[str, type]:
     return dict(DeiTDistillationHead=DeiTDistillationHead, DistillationClassifier=DistillationClassifier)
 
 
-_CLASSES = LazyUpstreamClasses(__name__, {'DistillationClassifier': _make_classes, 'DeiTDistillationHead': _make_classes},
-                               requires={'DistillationClassifier': 'mmpretrain', 'DeiTDistillationHead': 'mmpretrain'},
-                               kind='distillation class')
+_NAMES = ('DistillationClassifier', 'DeiTDistillationHead')
+_CLASSES = LazyUpstreamClasses(__name__, dict.fromkeys(_NAMES, _make_classes),
+                               requires=dict.fromkeys(_NAMES, 'mmpretrain'), kind='distillation class')
 _CLASSES.register_builders()
 __getattr__ = module_getattr(__name__, _CLASSES)
