@@ -369,6 +369,9 @@ def _build(rel):
 def test_new_configs_build_with_their_params(rel):
     model, cfg = _build(rel)
     assert sum(p.numel() for p in model.parameters()) == CONFIGS[rel][0]
+    with torch.no_grad():
+        out = model.eval()(torch.randn(1, 3, 224, 224), mode='tensor')
+    assert out.shape == (1, 1000) and torch.isfinite(out).all()
     ffn = getattr(model.backbone.layers[0], 'ffn', None)
     if 'softplus' in rel:
         assert type(ffn.acts[0]).__name__ == 'Softplus' and (ffn.fc1.out_features, ffn.spatial) == (768, False)
