@@ -274,6 +274,7 @@ FAMILY_CASES = {
     'pvt_peg_fpn': ('cpvt/toy/fpn_pvt-peg-t_toy-ade20k.py', ''),
     'cpvt_cls': ('cpvt/toy/cpvt-ti_toy-in1k.py', CLS_EXTRA),
     'imlp_cls': ('imlp/toy/deit-ti-imlp_toy-in1k.py', CLS_EXTRA),
+    'cpvt_distilled_cls': ('cpvt/toy/cpvt-ti-distilled_toy-in1k.py', CLS_EXTRA),  # + a frozen teacher
     'posmlp_video': ('posmlp_video/toy/posmlp-video-s_toy-k400.py', ''),
 }
 DENSE_EXTRA = """

@@ -109,6 +109,8 @@ REPORTED = {
     'deit-ti-imlp-k1_*': (4.92, 1.08, 'IMLP paper Table 5 (n = 1)'),
     'deit-ti-imlp-k5_*': (5.15, 1.13, 'IMLP paper Table 5 (n = 5)'),
     'deit-ti-imlp-k7_*': (5.37, 1.17, 'IMLP paper Table 5 (n = 7)'),
+    'deit-ti-imlp-channel-kd_*': (4.89, 1.08, 'IMLP paper Table 2 (w/ channel + KD; the student)'),
+    'deit-ti-softplus_*': (5.72, 1.26, 'IMLP paper Table 8 (DeiT with SoftPlus; params/FLOPs headers swapped there)'),
     'mask-rcnn_swin-t-imlp_*': (44, 251, 'IMLP paper Table 6 (full detector)', '800x1280'),
     'upernet_swin-t-imlp_*': (56, 928, 'IMLP paper Table 7 (full segmentor; Swin\'s UperNet FLOPs are at 512x2048)',
                               '512x2048'),

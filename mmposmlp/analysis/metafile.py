@@ -17,6 +17,7 @@ TECHNIQUE_BY_TYPE = {
     'CosineAnnealingLR': 'Cosine Annealing', 'LinearLR': 'Warmup', 'PolyLR': 'Poly LR', 'MultiStepLR': 'Step LR',
     'RandomChoiceResize': 'Multi-Scale Training', 'RandomResize': 'Multi-Scale Training',
     'TimmEMAHook': 'EMA', 'TimmCosineLR': 'Cosine Annealing', 'SlowFastCosineLR': 'Cosine Annealing',
+    'DistillationClassifier': 'Knowledge Distillation',
 }
 # schedulers whose warm-up is an option of their own (warmup_steps > 0) rather than a LinearLR before them
 WARMUP_OPTION = ('TimmCosineLR', 'SlowFastCosineLR')

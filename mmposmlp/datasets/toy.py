@@ -14,7 +14,11 @@
   directions and the CLASS IS THE DIRECTION (0 right, 1 left, 2 down, 3 up): the positions the blob visits
   have the same distribution in every class, so a single frame cannot tell the class; the order of frames does.
 * ``imagenet/``: ``{train,val}/<wnid>/*.JPEG`` + ``meta/{train,val}.txt`` (mmpretrain ImageNet format, paths
-  relative to the split folder). Four real ImageNet classes with their real indices 0..3.
+  relative to the split folder). Four real ImageNet classes with their real indices 0..3. Also
+  ``imagenet/toy_teacher_cpvt.pth``: the frozen teacher of the toy distillation config
+  (``configs/cpvt/toy/cpvt-ti-distilled_toy-in1k.py``), an mmpretrain ``ImageClassifier`` state dict
+  (:data:`TOY_TEACHER`) with seeded random weights: it exercises the distillation machinery, it teaches
+  nothing.
 """
 import json
 import os
@@ -273,7 +277,30 @@ def make_toy_imagenet(out_dir: str, rng: np.random.Generator) -> str:
                 lines.append(f'{wnid}/{name} {label}')
         with open(osp.join(root, 'meta', f'{split}.txt'), 'w') as f:
             f.write('\n'.join(lines) + '\n')
+    make_toy_teacher(osp.join(root, TOY_TEACHER['file']), seed=int(rng.integers(2**31)))
     return root
+
+
+#: the toy distillation teacher: ``ImageClassifier(backbone=mmposmlp.CPVT(arch, peg_positions),
+#: head=LinearClsHead(num_classes, in_channels=arch['embed_dims']))``, keys ``backbone.*`` / ``head.fc.*``
+TOY_TEACHER = dict(file='toy_teacher_cpvt.pth',
+                   arch=dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),
+                   peg_positions=(0, ), num_classes=1000)
+
+
+def make_toy_teacher(path: str, seed: int = 0) -> str:
+    """Write the :data:`TOY_TEACHER` state dict (random weights from ``seed``) to ``path``."""
+    import torch
+
+    from mmposmlp.models.backbones.cpvt import CPVT
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        backbone = CPVT(TOY_TEACHER['arch'], peg_positions=TOY_TEACHER['peg_positions'])
+        fc = torch.nn.Linear(TOY_TEACHER['arch']['embed_dims'], TOY_TEACHER['num_classes'])
+    state = {f'backbone.{k}': v for k, v in backbone.state_dict().items()}
+    state.update({f'head.fc.{k}': v for k, v in fc.state_dict().items()})
+    torch.save({'state_dict': state}, path)
+    return path
 
 
 _MAKERS = {'coco': make_toy_coco, 'ade20k': make_toy_ade20k, 'kinetics': make_toy_kinetics,

@@ -34,6 +34,15 @@ SOURCES = {
         'https://github.com/zhouds1918/PosMLP_Video; not hosted there)',
         ['python tools/model_converters/posmlp_video2mmposmlp.py SSV1_S16.pyth checkpoints/posmlp-video-s_sthv1.pth']),
 }
+# distillation teachers (model.teacher.init_cfg): the official files, loaded as they are (timm keys)
+SOURCES['regnety_160-a5fe301d.pth'] = (
+    "DeiT's RegNetY-160 teacher weights, https://dl.fbaipublicfiles.com/deit/regnety_160-a5fe301d.pth "
+    '(the DeiT README\'s --teacher-path)',
+    ['wget -P checkpoints https://dl.fbaipublicfiles.com/deit/regnety_160-a5fe301d.pth'])
+SOURCES['deit_tiny_patch16_224-a1311bcf.pth'] = (
+    'the official DeiT-Ti weights, https://dl.fbaipublicfiles.com/deit/deit_tiny_patch16_224-a1311bcf.pth '
+    '(facebookresearch/deit README)',
+    ['wget -P checkpoints https://dl.fbaipublicfiles.com/deit/deit_tiny_patch16_224-a1311bcf.pth'])
 for _arch, _official in (('t', 'WaveMLP_T'), ('t-dw', 'WaveMLP_T_dw'), ('s', 'WaveMLP_S'), ('m', 'WaveMLP_M')):
     SOURCES[f'wavemlp-{_arch}_in1k_mmposmlp.pth'] = (
         f'the official {_official} weights, {WAVEMLP.format(_official)}',
@@ -62,13 +71,20 @@ for _variant in ('ape', 'no-bias', 'no-bias-ape'):
         '--cfg-options train_dataloader.dataset.ann_file=meta/train.txt')
 
 
+# written by the toy data generator (mmposmlp/datasets/toy.py) next to the toy dataset
+GENERATED = {'toy_teacher_cpvt.pth': 'python tools/misc/make_toy_datasets.py --out data/toy --which imagenet'}
+
+
 def how_to_make(path: str) -> str:
     """The fix for a missing pretrained checkpoint ``path``: where it comes from and the exact commands."""
     name = osp.basename(path)
+    if name in GENERATED:
+        return f'the toy data generator writes it with the toy ImageNet: `{GENERATED[name]}`'
     if name in SOURCES:
         source, commands = SOURCES[name]
         commands = [c.replace(f'checkpoints/{name}', path) for c in commands]
-        return f'it is converted from {source}: ' + '; '.join(f'`{c}`' for c in commands)
+        how = 'downloaded' if all(c.startswith('wget ') for c in commands) else 'converted'
+        return f'it is {how} from {source}: ' + '; '.join(f'`{c}`' for c in commands)
     if name in TRAINED_BY:
         cfg = TRAINED_BY[name]
         stem = osp.splitext(osp.basename(cfg.split()[0]))[0]
@@ -80,5 +96,7 @@ def how_to_make(path: str) -> str:
 def missing_pretrained_message(path: str, key: str) -> str:
     """One sentence for a pretrained checkpoint ``path`` (set at config ``key``) that does not exist."""
     unset = key.rpartition('.')[0] if key.endswith('.checkpoint') else key
+    if '.teacher.' in key:  # a distillation teacher cannot start from random weights
+        return f'teacher checkpoint {path} does not exist ({key}): {how_to_make(path)}.'
     return (f'pretrained checkpoint {path} does not exist ({key}): {how_to_make(path)}; '
             f'or train from random initialisation with --cfg-options {unset}=None.')

@@ -180,6 +180,11 @@ ROWS = {
     'deit-s-le_8xb128_in1k-512px': (f'{_C} Table 2, DeiT-small{_T2.format("512x512")}', top1(72.6), 22, None),
     'deit-s-gap_8xb128_in1k': (f'{_C} Table 3, DeiT-small GAP', top1(80.2), 22, None),
     'swin-t-peg-gap_16xb64_in1k': (f'{_C} Table 15, Swin-tiny+PEG+GAP (B.5)', top1(82.3), 29, 4.5),
+    # Table 4's rows "trained with hard distillation using RegNetY-160 as the teacher" (DeiT's distillation token)
+    'deit-ti-distilled_8xb128_in1k': (f'{_C} Table 4, DeiT-tiny (hard distillation, RegNetY-160 teacher)',
+                                      top1(74.5), 6, None),
+    'cpvt-ti-distilled_8xb128_in1k': (f'{_C} Table 4, CPVT-Ti (hard distillation, RegNetY-160 teacher)',
+                                      top1(75.9), 6, None),
     # Wave-MLP (Tang et al., CVPR 2022)
     'wavemlp-t-dw-phase-none_8xb128_in1k': (f'{_W} Table 5, no phase (= Table 6 baseline), Wave-MLP-T*',
                                             top1(78.8), 15, 2.1),

@@ -105,6 +105,12 @@ class CPVT(FrozenStagesMixin, BaseModule):
             before the first block. Default (0, 1, 2, 3, 4) = the paper's "0-5" (Table 12).
         peg_cfg (dict): kwargs of :class:`mmposmlp.PEG` (kernel_size, num_layers, conv_type...).
         with_cls_token (bool): prepend a cls token (passed through the PEGs untouched).
+        with_dist_token (bool): also prepend DeiT's distillation token after the cls token
+            (Touvron et al. 2021, Sec. 5; CPVT Table 4's hard-distilled rows): the tokens are
+            ``[cls, dist, patches]``, both extra tokens pass the PEGs untouched, and
+            ``out_type='cls_token'`` returns ``(cls, dist)`` as mmpretrain's
+            ``DistilledVisionTransformer`` does (for ``DeiTClsHead`` /
+            :class:`mmposmlp.DeiTDistillationHead`). Needs ``with_cls_token=True``.
         out_type (str): 'cls_token' (CPVT), 'avg_featmap' (CPVT-GAP: mean of patch tokens, then
             ``ln2``), 'featmap' (NCHW) or 'raw' — mmpretrain ``VisionTransformer`` convention.
         final_norm (bool): LayerNorm ``ln1`` on all tokens after the last block. The GAP configs
@@ -149,6 +155,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
                  peg_positions: Sequence[int] = (0, 1, 2, 3, 4),
                  peg_cfg: Optional[dict] = None,
                  with_cls_token: bool = True,
+                 with_dist_token: bool = False,
                  out_type: str = 'cls_token',
                  final_norm: bool = True,
                  out_indices=-1,
@@ -181,9 +188,13 @@ class CPVT(FrozenStagesMixin, BaseModule):
             raise ValueError(f'unknown out_type {out_type!r}; choose one of {self.OUT_TYPES}')
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError("out_type='cls_token' needs with_cls_token=True (or use out_type='avg_featmap')")
+        if with_dist_token and not with_cls_token:
+            raise ValueError('with_dist_token=True needs with_cls_token=True (DeiT puts the distillation token '
+                             'after the cls token); set both or neither.')
         self.out_type = out_type
         self.with_cls_token = with_cls_token
-        self.num_extra_tokens = 1 if with_cls_token else 0
+        self.with_dist_token = with_dist_token
+        self.num_extra_tokens = int(with_cls_token) + int(with_dist_token)
         self.patch_size = patch_size
         self.in_channels = in_channels
         peg_positions = sorted(set(int(p) for p in peg_positions))
@@ -203,6 +214,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
         self.patch_embed = nn.Conv2d(in_channels, C, patch_size, patch_size)
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
+        if with_dist_token:
+            self.dist_token = nn.Parameter(torch.zeros(1, 1, C))
         self.pos_embed_type = pos_embed_type
         if pos_embed_type is not None:
             grid = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
@@ -250,6 +263,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
                     constant_init(m, 1., 0.)
             if self.with_cls_token:
                 nn.init.trunc_normal_(self.cls_token, std=.02)
+            if self.with_dist_token:
+                nn.init.trunc_normal_(self.dist_token, std=.02)
 
     def _frozen_modules(self):
         mods = [self.patch_embed, self.drop_after_pos]
@@ -259,7 +274,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
         return mods + [self.pegs[i] for p, i in self._peg_index.items() if p < self.frozen_stages]
 
     def _frozen_parameters(self):
-        return [self.cls_token] if self.with_cls_token else []
+        return [getattr(self, n) for n in ('cls_token', 'dist_token') if hasattr(self, n)]
 
     def _peg(self, pos, x, hw):
         idx = self._peg_index.get(pos)
@@ -275,7 +290,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
         hw = (x.shape[2], x.shape[3])
         x = x.flatten(2).transpose(1, 2)
         if self.with_cls_token:
-            x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)
+            extra = [self.cls_token] + ([self.dist_token] if self.with_dist_token else [])
+            x = torch.cat([t.expand(B, -1, -1) for t in extra] + [x], dim=1)
         if self.pos_embed_type is not None:
             x = self.abs_pos_embed(x, hw)
         x = self.drop_after_pos(x)
@@ -295,7 +311,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
         if self.out_type == 'raw':
             return x
         if self.out_type == 'cls_token':
-            return x[:, 0]
+            return (x[:, 0], x[:, 1]) if self.with_dist_token else x[:, 0]
         patch = x[:, self.num_extra_tokens:]
         if self.out_type == 'featmap':
             return patch.transpose(1, 2).reshape(x.shape[0], -1, *hw)

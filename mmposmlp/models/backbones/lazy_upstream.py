@@ -75,6 +75,7 @@ class LazyUpstreamClasses:
             return self.get(name)(*args, **kwargs)
 
         build.__name__ = build.__qualname__ = name
+        build.__module__ = self.module  # where the class is defined, as for a class registered at import
         build.__doc__ = f'Build :class:`{name}` (see {self.module}).'
         return build
 

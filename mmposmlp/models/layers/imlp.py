@@ -393,15 +393,20 @@ class ActivationSum(BaseModule):
 
     With an adaptive ``act_cfg`` (AGeLU) every function has its own per-channel
     ``alpha, beta, gamma, theta`` (Corollary 1: distinct scales and biases per element);
-    with a plain one (GELU) the sum is ``K * GELU(x)``. Same call contract as :class:`IMLP`.
+    with a plain one (GELU) the sum is ``K * GELU(x)``. Same call contract as :class:`IMLP`
+    (``ffn_drop``: dropout on the sum; element-wise, so extra tokens such as the cls token need no
+    special treatment and ``num_extra_tokens`` only records how many the host has).
     """
 
     def __init__(self, embed_dims: int, feedforward_channels: Optional[int] = None,
                  num_functions: Optional[int] = None, act_cfg: dict = dict(type='AGeLU'),
                  chunk: int = 64, add_identity: bool = False, dropout_layer: Optional[dict] = None,
+                 ffn_drop: float = 0., num_extra_tokens: Optional[int] = None,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         self.embed_dims = int(embed_dims)
+        self.num_extra_tokens = num_extra_tokens
+        self.drop = nn.Dropout(ffn_drop)
         self.num_functions = int(num_functions or feedforward_channels or 4 * embed_dims)
         name = str(act_cfg.get('type', '')).replace('mmposmlp.', '')
         self.adaptive = name in ('AGeLU', 'ASoftPlus', 'AdaptiveActivation')
@@ -428,6 +433,7 @@ class ActivationSum(BaseModule):
                 sl = slice(s, s + self.chunk)
                 z = self.act(t.unsqueeze(-2) * self.alpha[sl] + self.gamma[sl])
                 out = out + (z * self.beta[sl] + self.theta[sl]).sum(-2)
+        out = self.drop(out)
         if hw_shape is None and x.dim() == 4:
             out = out.permute(0, 3, 1, 2)
         out = self.dropout_layer(out)
