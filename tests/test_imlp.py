@@ -288,3 +288,36 @@ def test_lipschitz_tool_reads_a_checkpoint(tmp_path):
     assert abs(res['bound'] - ref) <= 1e-3 * ref
     with pytest.raises(KeyError, match='IMLP modules there'):
         tool.module_from_checkpoint(path, 'backbone.layers.1.ffn')
+
+
+@pytest.mark.parametrize('extra_tokens,n_extra,dw_residual', [('isolated', 1, False), ('isolated', 2, True),
+                                                              ('skip', 1, False), ('skip', 1, True),
+                                                              ('isolated', 0, False)])
+@pytest.mark.parametrize('act', ['AGeLU', 'ASoftPlus'])
+def test_inference_path_equals_the_autograd_path_fp64(extra_tokens, n_extra, dw_residual, act):
+    """Without autograd in eval mode the tokens stay channels-last (the branches' activations as one
+    broadcast, the eval BatchNorm per token); the result is the general path's, in float64."""
+    torch.manual_seed(0)
+    m = IMLP(8, extra_tokens=extra_tokens, dw_residual=dw_residual, act_cfg=dict(type=act)).double()
+    with torch.no_grad():
+        for a in m.acts:
+            for p in (a.alpha, a.beta, a.gamma, a.theta):
+                p.normal_()
+        m.dw_norm.running_mean.normal_()
+        m.dw_norm.running_var.uniform_(0.5, 2)
+        m.dw_norm.weight.normal_()
+        m.dw_norm.bias.normal_()
+    m.eval()
+    H, W = 3, 5
+    x = torch.randn(2, n_extra + H * W, 8, dtype=torch.float64, requires_grad=True)
+    general = m(x, hw_shape=(H, W))  # autograd on: the general path
+    with torch.no_grad():
+        fast = m(x, hw_shape=(H, W))
+        assert m._stackable_acts() and m._affine_dw_norm() is not None
+        cat = m.fc2(torch.cat([a(m.fc1(x)) for a in m.acts], -1))
+        torch.testing.assert_close(m.fc2(m.channel_enhance(x)), cat, rtol=0, atol=1e-13)
+    torch.testing.assert_close(fast, general.detach(), rtol=0, atol=1e-12)
+    # training mode keeps the general path (batch statistics), whatever autograd says
+    m.train()
+    with torch.no_grad():
+        assert m._affine_dw_norm() is None

@@ -317,7 +317,24 @@ class IMLP(BaseModule):
         h = self.fc1(t)
         if self.num_branches == 1:
             return self.acts[0](h)
+        if self._stackable_acts():
+            # the k adaptive activations of Eq. 5 as one broadcast over a branch axis: the same
+            # element-wise operations as k separate calls and a concat, without the concat
+            a, b, g, th = (torch.stack([getattr(act, n) for act in self.acts])
+                           for n in ('alpha', 'beta', 'gamma', 'theta'))
+            if torch.is_grad_enabled():
+                z = self.acts[0].act(h.unsqueeze(-2) * a + g)
+                return (b * z + th).flatten(-2)
+            z = self.acts[0].act(torch.addcmul(g, h.unsqueeze(-2), a))
+            return torch.addcmul(th, z, b).flatten(-2)
         return torch.cat([act(h) for act in self.acts], dim=-1)
+
+    def _stackable_acts(self) -> bool:
+        first = self.acts[0]
+        return (isinstance(first, AdaptiveActivation) and first.channel_dim in (-1, )
+                and all(type(a) is type(first) and type(a.act) is type(first.act)
+                        and repr(a.act) == repr(first.act) and a.channel_dim == first.channel_dim
+                        for a in self.acts))
 
     def spatial_enhance(self, grid: torch.Tensor) -> torch.Tensor:
         """DW block on an NCHW map (B, k*h, H, W)."""
@@ -328,6 +345,8 @@ class IMLP(BaseModule):
         B, N, Ch = h.shape
         H, W = hw_shape
         n_extra = self._num_extra(N, H, W)
+        if self._affine_dw_norm() is not None and not (torch.is_grad_enabled() and h.requires_grad):
+            return self._tokens_spatial_inference(h, H, W, n_extra)
         grid = h[:, n_extra:].transpose(1, 2).reshape(B, Ch, H, W)
         if n_extra == 0 or self.extra_tokens == 'skip':
             grid = self.spatial_enhance(grid).flatten(2).transpose(1, 2)
@@ -343,6 +362,46 @@ class IMLP(BaseModule):
         # for (B, C, L, 1) inputs whose incoming gradient is transposed (see the gradcheck test)
         z = self.dw_act(self.dw_norm(z.unsqueeze(2))).squeeze(2).transpose(1, 2)
         return h + z if self.dw_residual else z
+
+    def _affine_dw_norm(self):
+        """The DW block's norm as a per-channel ``(scale, shift)`` when it is one (an eval-mode
+        BatchNorm with running statistics), else None."""
+        norm = self.dw_norm
+        if (self.training or not isinstance(norm, nn.modules.batchnorm._BatchNorm)
+                or not norm.track_running_stats or norm.running_mean is None):
+            return None
+        scale = torch.rsqrt(norm.running_var + norm.eps)
+        if norm.weight is not None:
+            scale = scale * norm.weight
+        shift = -norm.running_mean * scale
+        if norm.bias is not None:
+            shift = shift + norm.bias
+        return scale, shift
+
+    def _tokens_spatial_inference(self, h: torch.Tensor, H: int, W: int, n_extra: int) -> torch.Tensor:
+        """:meth:`_tokens_spatial` without autograd and with a per-channel affine norm (eval mode): the
+        token tensor stays channels-last throughout (the DW conv reads it as a channels-last NCHW
+        view, the norm is applied per token), so no layout copy is made. Same result up to float
+        rounding (tested in float64)."""
+        B, N, Ch = h.shape
+        scale, shift = self._affine_dw_norm()
+        grid = h[:, n_extra:].reshape(B, H, W, Ch).permute(0, 3, 1, 2)
+        conv = self.dw_conv(grid.contiguous(memory_format=torch.channels_last))
+        z = torch.empty_like(h)
+        z[:, n_extra:] = conv.permute(0, 2, 3, 1).reshape(B, H * W, Ch)
+        skip = n_extra and self.extra_tokens == 'skip'
+        if skip:
+            z[:, :n_extra] = 0
+        elif n_extra:  # 'isolated': the centre tap
+            k = self.kernel_size // 2
+            extra = h[:, :n_extra] * self.dw_conv.weight[:, 0, k, k]
+            z[:, :n_extra] = extra if self.dw_conv.bias is None else extra + self.dw_conv.bias
+        z = self.dw_act(torch.addcmul(shift, z, scale))
+        if self.dw_residual:
+            z = h + z
+        if skip:
+            z[:, :n_extra] = h[:, :n_extra]
+        return z
 
     def _num_extra(self, N: int, H: int, W: int) -> int:
         n_extra = N - H * W
