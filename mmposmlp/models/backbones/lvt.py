@@ -30,12 +30,13 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
+from mmengine.logging import print_log
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
-from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..checkpoints import load_checkpoint_file, load_state_dict_checked, pretrained_init_cfg, strip_prefix
 
 LN = dict(type='LN', eps=1e-5)
 SA_LAYERS = ('csa', 'rasa', 'sa')
@@ -426,8 +427,12 @@ class LVT(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         pretrained = pretrained_init_cfg(self)
         if pretrained is not None:
-            load_pretrained_init_cfg(self, pretrained, converter=_backbone_state_dict,
-                                     allowed_missing=['norm?.*'] if self.out_norm else ())
+            state = load_checkpoint_file(pretrained['checkpoint'], prefer_ema=pretrained.get('prefer_ema', True),
+                                         map_location=pretrained.get('map_location', 'cpu'))
+            state = _backbone_state_dict(state, pretrained.get('prefix'))
+            load_state_dict_checked(self, state, allowed_missing=['norm?.*'] if self.out_norm else (),
+                                    allowed_unexpected=tuple(pretrained.get('ignore_keys', ())),
+                                    source=pretrained['checkpoint'])
             self._is_init = True
             return
         super().init_weights()
@@ -680,14 +685,26 @@ def convert_official_lvt(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch
     return out
 
 
-def _backbone_state_dict(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """init_cfg loading: official checkpoints are converted; the ``backbone.*`` part of a whole-model
-    checkpoint is taken (its head left unused)."""
-    if is_official_lvt(state_dict):
-        state_dict = convert_official_lvt(state_dict)
-    if any(k.startswith('backbone.') for k in state_dict):
-        state_dict = {k[9:]: v for k, v in state_dict.items() if k.startswith('backbone.')}
-    return state_dict
+def _backbone_state_dict(state_dict: Dict[str, torch.Tensor], prefix: Optional[str] = None) -> Dict[str, torch.Tensor]:
+    """init_cfg loading: an official checkpoint (``lvt_cls``, ``with_cls_head=False``, or a whole official
+    segmentor / detector whose ``backbone.backbone.*`` is LVT) is converted first, then the ``backbone.*`` part
+    is taken (``prefix``: None = ``'backbone.'`` when present); what is left unused is logged by part."""
+    state = {k[7:] if k.startswith('module.') else k: v for k, v in state_dict.items()}
+    if prefix is None:
+        inner = {k[9:]: v for k, v in state.items() if k.startswith('backbone.')}
+        if is_official_lvt(state):
+            state = convert_official_lvt(state)
+        elif inner and is_official_lvt(inner):
+            state = convert_official_lvt(inner)
+        prefix = 'backbone.' if any(k.startswith('backbone.') for k in state) else ''
+    state = strip_prefix(state, prefix)
+    if is_official_lvt({'backbone.' + k: v for k, v in state.items()}):
+        state = strip_prefix(convert_official_lvt({'backbone.' + k: v for k, v in state.items()}), 'backbone.')
+    others = sorted({k.split('.')[0] for k in state_dict if prefix and not k.startswith(prefix)})
+    if others:
+        print_log(f'LVT: using the {prefix}* weights of a whole-model checkpoint; its {others} parts are left '
+                  'unused', logger='current')
+    return state
 
 
 _OFFICIAL_ACTS = {'nn.SiLU(True)': 'SiLU', 'nn.SiLU()': 'SiLU', 'nn.ReLU(True)': 'ReLU', 'nn.ReLU()': 'ReLU',
