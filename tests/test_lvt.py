@@ -325,3 +325,78 @@ def test_config_flops_match_table1_in_the_papers_counting(name):
     # LVT rows: 0.760 / 0.841 / 0.922 / 1.003 vs 0.76 / 0.84 / 0.92 / 1.00; + IMLP*: 1.3-2.2% under the paper
     tol = 0.01 if 'imlp' not in name else 0.025
     assert abs(ours / paper - 1) < tol, f'{name}: {ours:.3f}G vs paper {paper}G'
+
+
+# ----------------------------------------------------------------------------- MixToken (official training forward)
+def test_mix_token_training_step_matches_the_official_forward_and_loss(options, monkeypatch):
+    """The official lvt_cls training forward (MixToken box, class logits, token logits flipped back) and its
+    TokenLabelCrossEntropy with image-level smoothed targets, float64, for boxes given by the official RNG."""
+    from mmpretrain.structures import DataSample
+    vec = options['train_mix_token']
+    case = options['cases'][vec['case']]
+    bk, hk = official_lvt_kwargs(_official_arch(case))
+    backbone = LVT(**bk, mix_token=True)
+    head = LVTClassAttentionHead(**hk, loss=dict(type='LabelSmoothLoss', label_smooth_val=vec['smoothing'],
+                                                 mode='original'),
+                                 cls_weight=vec['cls_weight'], dense_weight=vec['dense_weight'])
+    converted = convert_official_lvt(case['state_dict'])
+    backbone.load_state_dict({k[9:]: v for k, v in converted.items() if k.startswith('backbone.')})
+    head.load_state_dict({k[5:]: v for k, v in converted.items() if k.startswith('head.')})
+    backbone.double().train(), head.double().train()
+    x = torch.randn(vec['input_shape'], generator=torch.Generator().manual_seed(vec['input_seed']),
+                    dtype=torch.float64)
+    samples = [DataSample().set_gt_label(int(t)) for t in vec['labels']]
+    for run in vec['runs']:
+        box = tuple(run['box'])  # official (bbx1, bby1, bbx2, bby2): rows bbx, columns bby
+        monkeypatch.setattr(backbone, '_draw_mix_box', lambda rows, cols, box=box: box)
+        feats = backbone(x)
+        assert feats.mix_box == box and feats.mix_grid == (4, 4)
+        cls_logits, aux = head.forward_train(feats)
+        assert (cls_logits - run['x_cls']).abs().max() < 1e-10
+        unmixed = aux.reshape(4, 4, 4, -1).clone()
+        r1, c1, r2, c2 = box
+        unmixed[:, r1:r2, c1:c2] = unmixed.flip(0)[:, r1:r2, c1:c2]
+        assert (unmixed.reshape(aux.shape) - run['x_aux']).abs().max() < 1e-10
+        losses = head.loss(feats, samples)
+        assert abs(float(sum(losses.values())) - run['loss']) < 1e-10, (box, losses, run['loss'])
+    # without a box (evaluation, or mix_token=False) the loss is the plain one: no flipping, no label mixing
+    backbone.mix_token = False
+    plain = head.loss(backbone(x), samples)
+    assert abs(float(sum(plain.values())) - vec['runs'][1]['loss']) < 1e-6  # run 1 has an empty box
+
+
+def test_mix_token_draws_boxes_inside_the_grid_and_mixes_only_them():
+    torch.manual_seed(0)
+    m = LVT(arch=SMALL, mix_token=True).train()
+    x = torch.randn(3, 32, 32, 8)
+    areas = set()
+    for _ in range(40):
+        mixed, (box, grid) = m._mix_tokens(x)
+        r1, c1, r2, c2 = box
+        assert grid == (4, 4) and 0 <= r1 <= r2 <= 4 and 0 <= c1 <= c2 <= 4
+        inside = torch.zeros(32, 32, dtype=torch.bool)
+        inside[8 * r1:8 * r2, 8 * c1:8 * c2] = True
+        assert torch.equal(mixed[:, inside], x.flip(0)[:, inside]) and torch.equal(mixed[:, ~inside], x[:, ~inside])
+        areas.add((r2 - r1) * (c2 - c1))
+    assert len(areas) > 1
+    with pytest.raises(ValueError, match='train at input sizes divisible by 32'):
+        m(torch.randn(2, 3, 48, 48))
+    assert not isinstance(m.eval()(torch.randn(1, 3, 64, 64)), type(m.train()(torch.randn(1, 3, 64, 64))))
+
+
+def test_imlp_config_trains_with_mix_token_in_mmpretrains_classifier():
+    """lvt-r2-imlp's model as the Runner builds it (small arch): train_step through the data preprocessor,
+    MixToken features, the head's loss and AdamW; every parameter gets a gradient."""
+    from mmengine.config import Config
+    from mmposmlp.testing import build_model_from_cfg, train_iterations
+    cfg = Config.fromfile(osp.join(CFG_DIR, 'lvt-r2-imlp_8xb128_in1k.py'))
+    assert cfg.model.backbone.mix_token is True
+    cfg.model.backbone.arch = dict(SMALL, embed_dims=[8, 8, 16, 16], num_heads=[2, 2, 2, 2])
+    cfg.model.head.update(in_channels=16, num_heads=2, num_classes=1000)
+    model, scope = build_model_from_cfg(cfg)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    torch.manual_seed(1)  # 128x128: a 4x4 last grid, where MixToken boxes can be non-empty
+    losses = train_iterations(model, scope, iters=2, shape=(128, 128))
+    assert all(math.isfinite(v) for v in losses)
+    unchanged = [n for n, p in model.named_parameters() if torch.equal(before[n], p.detach())]
+    assert not unchanged, f'parameters not updated: {unchanged[:5]}'

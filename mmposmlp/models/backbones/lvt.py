@@ -255,6 +255,17 @@ class OverlapPatchEmbed(nn.Module):
         return self.norm(self.proj(x).permute(0, 2, 3, 1))
 
 
+class TokenMixedFeatures(tuple):
+    """The backbone outputs of a MixToken training step, carrying the mixed box ``mix_box = (r1, c1, r2, c2)``
+    (rows ``r1:r2``, columns ``c1:c2`` of the last stage's ``mix_grid``) for the head's loss."""
+
+    def __new__(cls, outs, mix_box: Tuple[int, int, int, int], mix_grid: Tuple[int, int]):
+        obj = super().__new__(cls, outs)
+        obj.mix_box = tuple(int(v) for v in mix_box)
+        obj.mix_grid = tuple(int(v) for v in mix_grid)
+        return obj
+
+
 class LVTStage(nn.Module):
 
     def __init__(self, patch_embed: OverlapPatchEmbed, blocks: List[LVTBlock]):
@@ -302,6 +313,12 @@ class LVT(FrozenStagesMixin, BaseModule):
         out_norm (bool): a LayerNorm ``norm{i}`` after every stage, whose normed map is both returned and
             passed on to the next stage (the official dense-prediction ``downstream_norms``, built with
             ``with_cls_head=False``). Defaults to False (the classifier's norm lives in the head).
+        mix_token (bool): MixToken while training (Jiang et al., token labelling; the official LVT
+            training forward): after the stage-1 patch embedding a box of the last stage's grid (area
+            ``1 - lam``, ``lam ~ Beta(mix_token_beta, mix_token_beta)``, scaled up to stage 1) takes the tokens
+            of the batch flipped; the outputs then carry the box (:class:`TokenMixedFeatures`) for
+            :class:`LVTClassAttentionHead`'s loss. Defaults to False.
+        mix_token_beta (float): the Beta distribution's parameter. Defaults to 1.0 (official).
         frozen_stages (int): -1 freezes nothing, ``k`` stages ``0..k-1`` (with their output norms).
         norm_eval (bool): keep BatchNorms (IMLP's DW block) in eval mode while training.
         with_cp (bool): gradient checkpointing per block.
@@ -331,6 +348,8 @@ class LVT(FrozenStagesMixin, BaseModule):
                  norm_cfg: dict = LN,
                  out_indices: Union[int, Sequence[int]] = (3, ),
                  out_norm: bool = False,
+                 mix_token: bool = False,
+                 mix_token_beta: float = 1.0,
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
@@ -358,6 +377,12 @@ class LVT(FrozenStagesMixin, BaseModule):
         self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_stages)
         self.norm_eval = norm_eval
         self.out_norm = out_norm
+        if not isinstance(mix_token, bool):
+            raise ValueError(f'LVT: mix_token must be True or False, got {mix_token!r}')
+        if not mix_token_beta > 0:
+            raise ValueError(f'LVT: mix_token_beta must be positive (Beta(beta, beta)), got {mix_token_beta!r}')
+        self.mix_token = mix_token
+        self.mix_token_beta = float(mix_token_beta)
 
         depths = arch['depths']
         total = sum(depths)
@@ -409,14 +434,50 @@ class LVT(FrozenStagesMixin, BaseModule):
         return arch
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        outs = []
+        outs, mix = [], None
         for i, stage in enumerate(self.stages):
-            x = stage(x, channels_last=i > 0)
+            if i == 0 and self.mix_token and self.training:
+                x = stage.patch_embed(x, channels_last=False)
+                x, mix = self._mix_tokens(x)
+                x = stage.blocks(x)
+            else:
+                x = stage(x, channels_last=i > 0)
             if self.out_norm:
                 x = getattr(self, f'norm{i}')(x)
             if i in self.out_indices:
                 outs.append(x.permute(0, 3, 1, 2).contiguous())
+        if mix is not None:
+            box, grid = mix
+            if tuple(x.shape[1:3]) != grid:
+                raise ValueError(f'LVT MixToken: the last stage has a {x.shape[1]}x{x.shape[2]} grid but stage 1 '
+                                 f'maps to {grid[0]}x{grid[1]}; train at input sizes divisible by '
+                                 f'{4 * self.mix_token_scale} or set mix_token=False')
+            return TokenMixedFeatures(outs, box, grid)
         return tuple(outs)
+
+    @property
+    def mix_token_scale(self) -> int:
+        """Stage-1 tokens per last-stage token along each side (8 for four stages)."""
+        return 2 ** (self.num_stages - 1)
+
+    def _draw_mix_box(self, rows: int, cols: int) -> Tuple[int, int, int, int]:
+        """A box ``(r1, c1, r2, c2)`` of a ``rows x cols`` grid as the official ``rand_bbox``: sides
+        ``int(side * sqrt(1 - lam))`` around a uniformly drawn centre, clipped (torch's RNG)."""
+        lam = torch.distributions.Beta(self.mix_token_beta, self.mix_token_beta).sample().item()
+        cut = math.sqrt(1. - lam)
+        cut_r, cut_c = int(rows * cut), int(cols * cut)
+        cr, cc = int(torch.randint(rows, ())), int(torch.randint(cols, ()))
+        return (min(max(cr - cut_r // 2, 0), rows), min(max(cc - cut_c // 2, 0), cols),
+                min(max(cr + cut_r // 2, 0), rows), min(max(cc + cut_c // 2, 0), cols))
+
+    def _mix_tokens(self, x: torch.Tensor):
+        """MixToken on the stage-1 tokens (B, H, W, C): the box takes the batch-flipped tokens."""
+        s = self.mix_token_scale
+        grid = (x.shape[1] // s, x.shape[2] // s)
+        r1, c1, r2, c2 = box = self._draw_mix_box(*grid)
+        mixed = x.clone()
+        mixed[:, s * r1:s * r2, s * c1:s * c2] = x.flip(0)[:, s * r1:s * r2, s * c1:s * c2]
+        return mixed, (box, grid)
 
     def _frozen_modules(self):
         modules = list(self.stages[:self.frozen_stages])
@@ -514,9 +575,11 @@ class LVTClassAttentionHead(BaseModule):
     blocks over the class token and the last stage's tokens, a LayerNorm, then
     ``logits = fc(t_cls) + aux_weight * max_tokens aux_fc(t_i)`` (VOLO's token-labelling inference).
 
-    Training loss (see the config headers): ``cls_weight * CE(fc(t_cls))`` plus
-    ``dense_weight * mean_i CE(aux_fc(t_i))`` with the image label as every token's label (the official
-    recipe uses token labels from an external NFNet-F6 annotator instead, which we do not have).
+    Training loss: ``cls_weight * CE(fc(t_cls))`` plus ``dense_weight * mean_i CE(aux_fc(t_i))`` with the image
+    label as every token's label; after MixToken (backbone ``mix_token=True``: the features carry the box) the
+    token logits are flipped back inside the box and the class token learns ``lam * y + (1 - lam) * y_flipped``
+    (the official ``TokenLabelCrossEntropy`` for image-level targets; the official recipe's dense token labels
+    come from an external NFNet-F6 annotation, which we do not have).
 
     Args:
         num_classes (int): classes.
@@ -588,10 +651,39 @@ class LVTClassAttentionHead(BaseModule):
         cls_logits, aux = self.forward_train(feats)
         target = torch.stack([s.gt_label.reshape(-1)[0] for s in data_samples]).to(cls_logits.device)
         B, N, K = aux.shape
+        box = getattr(feats, 'mix_box', None)
+        if box is not None:
+            return self._mix_token_loss(cls_logits, aux, target, box, feats.mix_grid)
         losses = dict(loss_cls=self.cls_weight * self.loss_module(cls_logits, target, avg_factor=B, **kwargs))
         if self.dense_weight:
             losses['loss_dense'] = self.dense_weight * self.loss_module(
                 aux.reshape(B * N, K), target.repeat_interleave(N), avg_factor=B * N, **kwargs)
+        return losses
+
+    def _mix_token_loss(self, cls_logits, aux, target, box, grid) -> dict:
+        """The official ``TokenLabelCrossEntropy`` with image-level targets after MixToken: the token logits
+        are flipped back inside the box and learn their own image's (smoothed) label; the class token learns
+        ``lam * y + (1 - lam) * y_flipped`` with ``lam = 1 - box area / tokens``."""
+        kind = str(self.loss_cfg.get('type', '')).rpartition('.')[2]
+        if kind not in ('LabelSmoothLoss', 'CrossEntropyLoss') or (
+                kind == 'LabelSmoothLoss' and self.loss_cfg.get('mode', 'original') != 'original'):
+            raise ValueError(f"LVTClassAttentionHead: MixToken needs loss=dict(type='LabelSmoothLoss', "
+                             f"mode='original', ...) or CrossEntropyLoss, got {self.loss_cfg!r}")
+        B, N, K = aux.shape
+        if grid[0] * grid[1] != N:
+            raise ValueError(f'LVTClassAttentionHead: MixToken box on a {grid[0]}x{grid[1]} grid but the last '
+                             f'stage has {N} tokens')
+        eps = float(self.loss_cfg.get('label_smooth_val', 0.)) if kind == 'LabelSmoothLoss' else 0.
+        soft = F.one_hot(target, K).to(cls_logits.dtype) * (1. - eps) + eps / K
+        r1, c1, r2, c2 = box
+        aux = aux.reshape(B, grid[0], grid[1], K).clone()
+        aux[:, r1:r2, c1:c2] = aux.flip(0)[:, r1:r2, c1:c2]
+        lam = 1. - (r2 - r1) * (c2 - c1) / N
+        cls_target = lam * soft + (1. - lam) * soft.flip(0) if lam < 1 else soft
+        losses = dict(loss_cls=self.cls_weight * (-cls_target * F.log_softmax(cls_logits, -1)).sum(-1).mean())
+        if self.dense_weight:
+            dense = -soft.repeat_interleave(N, 0) * F.log_softmax(aux.reshape(B * N, K), -1)
+            losses['loss_dense'] = self.dense_weight * dense.sum(-1).mean()
         return losses
 
     def predict(self, feats, data_samples=None):
