@@ -4,6 +4,7 @@ option validation, the configs of IMLP Table 1's "Portable ViT" rows with their 
 The official vectors (tests/data/lvt_options.pt, lvt_full.pt; README_lvt.md says how they were made) come from
 the official code with random weights; no official code is imported here.
 """
+import functools
 import json
 import math
 import os.path as osp
@@ -97,8 +98,8 @@ def test_full_size_official_lvt_cls_converts_exactly_fp64(r):
                                                            abs_tol=1e-9)]
     assert not bad, f'the regenerated weights differ from the generator\'s (torch RNG changed?): {bad[:3]}'
     arch = dict(layers=[2, 2, 2, 2], embed_dims=[64, 64, 160, 256], num_heads=[2, 2, 5, 8], mlp_ratios=[4, 8, 4, 4],
-                mlp_depconv=[False, True, True, True], sr_ratios=[8, 4, 2, 1], sa_layers=['csa', 'rasa', 'rasa', 'rasa'],
-                rasa_cfg=case['rasa_cfg'], post_layers=['ca', 'ca'])
+                mlp_depconv=[False, True, True, True], sr_ratios=[8, 4, 2, 1],
+                sa_layers=['csa', 'rasa', 'rasa', 'rasa'], rasa_cfg=case['rasa_cfg'], post_layers=['ca', 'ca'])
     backbone, head = _build(arch, convert_official_lvt(state))
     assert sum(p.numel() for p in backbone.parameters()) + sum(p.numel() for p in head.parameters()) == \
         case['num_params'] == 5521844
@@ -114,7 +115,8 @@ def test_full_size_official_lvt_cls_converts_exactly_fp64(r):
 # ----------------------------------------------------------------------------- converter CLI and init_cfg
 def _cli():
     import importlib.util
-    spec = importlib.util.spec_from_file_location('lvt2mmposmlp', osp.join(ROOT, 'tools/model_converters/lvt2mmposmlp.py'))
+    spec = importlib.util.spec_from_file_location('lvt2mmposmlp',
+                                                  osp.join(ROOT, 'tools/model_converters/lvt2mmposmlp.py'))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -263,6 +265,7 @@ def test_toy_lvt_imlp_dense_outputs_frozen_stages_and_a_training_step():
 CONFIGS = [f'lvt-r{r}{v}_8xb128_in1k.py' for r in (1, 2, 3, 4) for v in ('', '-imlp')]
 
 
+@functools.lru_cache(maxsize=None)  # the params and FLOPs tests share the builds
 def _model_from_config(name):
     from mmengine.config import Config
     from mmengine.registry import DefaultScope
