@@ -103,8 +103,9 @@ def test_full_size_official_lvt_cls_converts_exactly_fp64(r):
     backbone, head = _build(arch, convert_official_lvt(state))
     assert sum(p.numel() for p in backbone.parameters()) + sum(p.numel() for p in head.parameters()) == \
         case['num_params'] == 5521844
-    # the default arch is the released one
+    # the default arch is the released one; its backbone alone is the official README's "3.4M backbone params"
     assert backbone.arch_settings == LVT(rasa_recursions=r).arch_settings
+    assert sum(p.numel() for p in backbone.parameters()) == 3429092
     g = torch.Generator().manual_seed(full['input_seed'])
     inputs = [torch.randn(s, generator=g) for s in full['input_shapes']]
     for x, ref in zip(inputs, case['outputs_fp64']):

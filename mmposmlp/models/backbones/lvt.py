@@ -281,14 +281,14 @@ class LVTStage(nn.Module):
 class LVT(FrozenStagesMixin, BaseModule):
     """Lite Vision Transformer (`LVT <https://arxiv.org/abs/2112.10809>`_, CVPR 2022).
 
-    =====  ======  ================  ===========  ============  ===========  ============  =====================
-    arch   depths  embed_dims        num_heads    mlp_ratios    sr_ratios    sa_layers     paper params / FLOPs*
-    =====  ======  ================  ===========  ============  ===========  ============  =====================
-    lvt    2/2/2/2 64/64/160/256     2/2/5/8      4/8/4/4       8/4/2/1      csa,rasa x3   5.5M / 0.9G (R = 2)
-    =====  ======  ================  ===========  ============  ===========  ============  =====================
+    =====  ========  ==============  =========  ==========  =========  ==============  ======================
+    arch   depths    embed_dims      num_heads  mlp_ratios  sr_ratios  sa_layers       reported*
+    =====  ========  ==============  =========  ==========  =========  ==============  ======================
+    lvt    2/2/2/2   64/64/160/256   2/2/5/8    4/8/4/4     8/4/2/1    csa, rasa x 3   3.4M backbone, 0.9G
+    =====  ========  ==============  =========  ==========  =========  ==============  ======================
 
-    (* with the class-attention head :class:`LVTClassAttentionHead`; the backbone alone has 3.4M, the
-    official README's "Backbone Params". IMLP Table 1 lists LVT-R1..R4 as 5.52M, 0.76/0.84/0.92/1.00G.)
+    (* the official README, R = 2; ours: 3,429,092 backbone parameters. With :class:`LVTClassAttentionHead`,
+    the released ``lvt_cls``: 5,521,844. IMLP Table 1 lists LVT-R1..R4 as 5.52M, 0.76/0.84/0.92/1.00G.)
 
     Args:
         arch (str | dict): ``'lvt'`` or a dict with ``depths``, ``embed_dims``, ``num_heads``,
