@@ -263,7 +263,7 @@ MUTANTS = [
     dict(id='lvt-rasa-recursion-residual-lost', file='mmposmlp/models/backbones/lvt.py',
          find='            prev, x = x + prev, None\n', replace='            prev, x = x, None\n',
          tests=['tests/test_lvt.py', '-k', 'official or mix_token'],
-         why='RASA recursions feed only the last output back, not its sum with the previous input (LVT Eq. 5)'),
+         why='RASA recursions feed only the last output back, not its sum with the previous input'),
     dict(id='lvt-csa-taps-transposed', file='mmposmlp/models/backbones/lvt.py',
          find='out = (attn @ v).permute(0, 1, 4, 3, 2)',
          replace='out = (attn.transpose(-2, -1) @ v).permute(0, 1, 4, 3, 2)',

@@ -5,13 +5,14 @@ LVT-R1..R4 and + IMLP*).
 Four stages of channels-last tokens, each an overlapping patch embedding (7x7/4, then 3x3/2, conv +
 LayerNorm) and transformer blocks ``x + attn(LN(x)); x + FFN(LN(x))``:
 
-* stage 1: **Convolutional Self-Attention** (CSA, LVT Sec. 3.1): inside every 3x3 window (stride 2)
+* stage 1: **Convolutional Self-Attention** (CSA): inside every 3x3 window (stride 2)
   the 9 outputs are a softmax-weighted sum of the 9 tap-wise projected inputs (weights predicted from
   the average-pooled window), folded back to the map;
-* stages 2-4: **Recursive Atrous Self-Attention** (RASA, LVT Sec. 3.2): the query passes a depthwise
+* stages 2-4: **Recursive Atrous Self-Attention** (RASA): the query passes a depthwise
   3x3 conv shared over the atrous rates ``(1, 3, 5)`` (summed after SiLU); keys/values come from a
-  spatial-reduction conv; the attention is applied ``R`` times, ``x_{r+1} = SiLU(SA(x_r + x_{r-1}))``
-  (``R = rasa_recursions``; IMLP Table 1's LVT-R1..R4);
+  spatial-reduction conv; the attention is applied ``R`` times, each time to the sum of its last input
+  and output, ``z_1 = x``, ``y_r = SiLU(SA(z_r))``, ``z_{r+1} = z_r + y_r`` (``R = rasa_recursions``; IMLP
+  Table 1's LVT-R1..R4);
 * FFN: ``fc2(GELU(dwconv3x3(fc1(x))))`` (stages 2-4; stage 1 has no depthwise conv), or any FFN given
   by ``ffn_cfg`` (e.g. ``dict(type='mmposmlp.IMLP', kernel_size=5)``, IMLP Table 1's ``+ IMLP*``).
 
@@ -81,7 +82,7 @@ class LVTMlp(nn.Module):
 
 
 class AtrousQueryConv(nn.Module):
-    """RASA's multi-scale query (LVT Eq. 4): ``sum_d act(DWConv3x3_d(q))`` with one depthwise kernel shared
+    """RASA's multi-scale query: ``sum_d act(DWConv3x3_d(q))`` with one depthwise kernel shared
     by every atrous rate ``d`` (padding ``d``)."""
 
     def __init__(self, channels: int, rates: Sequence[int], bias: bool, act_cfg: dict):
@@ -104,12 +105,13 @@ class AtrousQueryConv(nn.Module):
 
 
 class RecursiveAtrousSelfAttention(nn.Module):
-    """RASA (LVT Sec. 3.2) on channels-last maps (B, H, W, C); with ``atrous_rates=None`` and
+    """RASA on channels-last maps (B, H, W, C); with ``atrous_rates=None`` and
     ``recursions=1`` it is plain spatial-reduction self-attention (``'sa'``).
 
     One attention step: ``q = atrous(W_q x)``, ``k, v = W_kv LN(SR(x))`` (``SR`` a ``sr_ratio`` strided
-    conv, absent at 1), ``proj(softmax(q k^T / sqrt(d)) v)``. With ``R > 1`` recursions (Eq. 5):
-    ``y_1 = SiLU(SA(x))``, ``y_{r+1} = SiLU(SA(y_r + y_{r-1}))`` (``y_0 = x``).
+    conv, absent at 1), ``proj(softmax(q k^T / sqrt(d)) v)``. With ``R > 1`` recursions each step sees the
+    sum of the previous step's input and output: ``z_1 = x``, ``y_r = SiLU(SA(z_r))``, ``z_{r+1} = z_r + y_r``,
+    output ``y_R`` (``R = 1``: ``SA(x)``, no SiLU).
     """
 
     def __init__(self, embed_dims: int, num_heads: int, sr_ratio: int = 1, recursions: int = 1,
@@ -159,7 +161,7 @@ class RecursiveAtrousSelfAttention(nn.Module):
 
 
 class ConvolutionalSelfAttention(nn.Module):
-    """CSA (LVT Sec. 3.1, Fig. 3) on channels-last maps (B, H, W, C).
+    """CSA on channels-last maps (B, H, W, C).
 
     For every ``k x k`` window at stride ``s`` (``k = 3``, ``s = 2``, padding 1): the ``k^2`` taps are
     projected tap-wise (``tap_proj[t]``, a C x C matrix per tap), mixed by a per-head ``k^2 x k^2``
