@@ -404,3 +404,31 @@ def test_imlp_config_trains_with_mix_token_in_mmpretrains_classifier():
     assert all(math.isfinite(v) for v in losses)
     unchanged = [n for n, p in model.named_parameters() if torch.equal(before[n], p.detach())]
     assert not unchanged, f'parameters not updated: {unchanged[:5]}'
+
+
+def test_plain_lvt_checkpoint_initialises_lvt_imlp_but_its_ffns(options, tmp_path):
+    """An official LVT checkpoint into LVT + IMLP: everything but the FFNs loads, the host FFN keys are left
+    unused and the IMLP keys keep their initialisation (reported); a checkpoint lacking other weights raises."""
+    case = options['cases']['dense_sa_rates_1_2_dirac_qk_scale']
+    path = tmp_path / 'dense.pth'
+    torch.save({'state_dict': case['state_dict']}, path)
+    bk, _ = official_lvt_kwargs(_official_arch(case))
+    plain = LVT(**bk, init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    plain.init_weights()
+    torch.manual_seed(0)
+    m = LVT(**bk, ffn_cfg=IMLP5, init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    m.init_weights()
+    rep = m.ffn_load_report
+    assert rep['new_ffn_keys'] and all('.mlp.' in k for k in rep['new_ffn_keys'] + rep['dropped_host_ffn_keys'])
+    assert {k.rsplit('.', 1)[0].rsplit('.', 1)[0] for k in rep['dropped_host_ffn_keys']} >= {
+        'stages.1.blocks.0.mlp'}
+    own, ref = m.state_dict(), plain.state_dict()
+    shared = [k for k in own if '.mlp.' not in k]
+    assert shared and all(torch.equal(own[k], ref[k]) for k in shared)
+    fc1 = own['stages.0.blocks.0.mlp.fc1.weight']
+    assert fc1.std() < 0.03 and not torch.equal(fc1, torch.zeros_like(fc1))  # IMLP's trunc-normal(0.02) init
+    broken = dict(case['state_dict'])
+    del broken['backbone.0.0.proj.weight']
+    torch.save({'state_dict': broken}, path)
+    with pytest.raises(CheckpointMismatchError, match='missing 1 weights'):
+        LVT(**bk, ffn_cfg=IMLP5, init_cfg=dict(type='Pretrained', checkpoint=str(path))).init_weights()

@@ -37,7 +37,8 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
-from ..checkpoints import load_checkpoint_file, load_state_dict_checked, pretrained_init_cfg, strip_prefix
+from ..checkpoints import (init_cfg_suspended, load_checkpoint_file, load_state_dict_checked, pretrained_init_cfg,
+                           strip_prefix)
 
 LN = dict(type='LN', eps=1e-5)
 SA_LAYERS = ('csa', 'rasa', 'sa')
@@ -325,7 +326,10 @@ class LVT(FrozenStagesMixin, BaseModule):
         norm_eval (bool): keep BatchNorms (IMLP's DW block) in eval mode while training.
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=...)`` loads our weights or an
-            official LVT checkpoint (converted by :func:`convert_official_lvt`).
+            official LVT checkpoint (converted by :func:`convert_official_lvt`). With ``ffn_cfg`` set, a
+            checkpoint of the plain host (LVT's own FFNs) initialises everything but the FFNs: its FFN keys
+            are left unused and the new FFNs keep their initialisation, both logged and listed in
+            ``ffn_load_report``; any other missing or unused key still raises.
     """
 
     arch_zoo = {
@@ -384,6 +388,8 @@ class LVT(FrozenStagesMixin, BaseModule):
         if not mix_token_beta > 0:
             raise ValueError(f'LVT: mix_token_beta must be positive (Beta(beta, beta)), got {mix_token_beta!r}')
         self.mix_token = mix_token
+        self.ffn_cfg = copy.deepcopy(ffn_cfg)
+        self.ffn_load_report = None
         self.mix_token_beta = float(mix_token_beta)
 
         depths = arch['depths']
@@ -490,11 +496,25 @@ class LVT(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         pretrained = pretrained_init_cfg(self)
         if pretrained is not None:
+            if self.ffn_cfg is not None:  # the random init first: new FFNs keep it where the file has none
+                with init_cfg_suspended(self):
+                    super().init_weights()
+                    init_lvt_weights(self)
             state = load_checkpoint_file(pretrained['checkpoint'], prefer_ema=pretrained.get('prefer_ema', True),
                                          map_location=pretrained.get('map_location', 'cpu'))
             state = _backbone_state_dict(state, pretrained.get('prefix'))
-            load_state_dict_checked(self, state, allowed_missing=['norm?.*'] if self.out_norm else (),
-                                    allowed_unexpected=tuple(pretrained.get('ignore_keys', ())),
+            missing, unexpected = ['norm?.*'] if self.out_norm else [], list(pretrained.get('ignore_keys', ()))
+            if self.ffn_cfg is not None:
+                own = {k: v.shape for k, v in self.state_dict().items() if '.mlp.' in k}
+                theirs = {k: v.shape for k, v in state.items() if '.mlp.' in k}
+                if theirs and theirs != own:  # the FFNs of another kind (the plain host's): all of them new
+                    state = {k: v for k, v in state.items() if k not in theirs}
+                    missing += list(own)
+                    self.ffn_load_report = dict(dropped_host_ffn_keys=sorted(theirs), new_ffn_keys=sorted(own))
+                    print_log(f'LVT: {pretrained["checkpoint"]} holds other FFNs than ffn_cfg builds: their '
+                              f'{len(theirs)} keys are left unused and the {len(own)} keys of the new FFNs keep '
+                              'their initialisation', logger='current')
+            load_state_dict_checked(self, state, allowed_missing=missing, allowed_unexpected=tuple(unexpected),
                                     source=pretrained['checkpoint'])
             self._is_init = True
             return
@@ -788,13 +808,13 @@ def _backbone_state_dict(state_dict: Dict[str, torch.Tensor], prefix: Optional[s
         inner = {k[9:]: v for k, v in state.items() if k.startswith('backbone.')}
         if is_official_lvt(state):
             state = convert_official_lvt(state)
-        elif inner and is_official_lvt(inner):
-            state = convert_official_lvt(inner)
+        elif inner and is_official_lvt(inner):  # a whole official segmentor / detector
+            state = {**convert_official_lvt(inner), **{k: v for k, v in state.items() if not k.startswith('backbone.')}}
         prefix = 'backbone.' if any(k.startswith('backbone.') for k in state) else ''
+    others = sorted({k.split('.')[0] for k in state if prefix and not k.startswith(prefix)})
     state = strip_prefix(state, prefix)
     if is_official_lvt({'backbone.' + k: v for k, v in state.items()}):
         state = strip_prefix(convert_official_lvt({'backbone.' + k: v for k, v in state.items()}), 'backbone.')
-    others = sorted({k.split('.')[0] for k in state_dict if prefix and not k.startswith(prefix)})
     if others:
         print_log(f'LVT: using the {prefix}* weights of a whole-model checkpoint; its {others} parts are left '
                   'unused', logger='current')
