@@ -43,6 +43,8 @@ OFFICIAL_EVAL = {
     'poolformer-s': _TIMM_09 + ('PoolFormer default_cfgs poolformer_s crop_pct 0.9', ),
     'poolformer-m': (lambda S: math.floor(S / 0.95), 'timm transforms_imagenet_eval',
                      'PoolFormer default_cfgs poolformer_m crop_pct 0.95'),
+    'lvt-': (lambda S: math.floor(S / 0.96), 'timm transforms_imagenet_eval, crop_pct 0.96',
+             'LVT lvt_cls default_cfg crop_pct 0.96 (the IMLP LVT hosts)'),
     'swin-': (lambda S: int(S / 0.875), 'Swin data/build.py: Resize(int(256/224*S), bicubic), CenterCrop',
               'IMLP: the original method\'s evaluation'),
 }

@@ -9,6 +9,7 @@ import torch
 import mmposmlp.models.checkpoints as ckpt_mod
 from mmposmlp.models.backbones.cpvt import CPVT
 from mmposmlp.models.backbones.gmlp import GMLP
+from mmposmlp.models.backbones.lvt import LVT
 from mmposmlp.models.backbones.posmlp import PosMLP
 from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
 from mmposmlp.models.backbones.pvt_peg import PVTPEG
@@ -33,6 +34,9 @@ FAMILIES = {
                                       mlp_ratios=[2, 2, 2, 2], sr_ratios=[8, 4, 2, 1])), ()),
     'PEG': (PEG, dict(embed_dims=8), ()),
     'GMLP': (GMLP, dict(arch=dict(num_layers=2, embed_dims=8, feedforward_channels=16), img_size=32), ()),
+    'LVT': (LVT, dict(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 8, 16, 16], num_heads=[1, 1, 2, 2],
+                                mlp_ratios=[2, 2, 2, 2], depthwise_mlp=[False, True, True, True], sr_ratios=[8, 4, 2, 1],
+                                sa_layers=['csa', 'rasa', 'rasa', 'rasa'])), ()),
 }
 
 

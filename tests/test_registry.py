@@ -44,13 +44,17 @@ BACKBONES = {
                                       layer_scale_init_value=1e-5), out_indices=(6, )),  # index into `network`
                        [16, 32, 64, 128], ('mmpretrain', )),
     'DetSwinTransformerIMLP': (dict(**SWIN), [32, 64, 128, 256], ('mmdet', )),
+    'LVT': (dict(arch=dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 2, 4],
+                           mlp_ratios=[2, 2, 2, 2], depthwise_mlp=[False, True, True, True], sr_ratios=[8, 4, 2, 1],
+                           sa_layers=['csa', 'rasa', 'rasa', 'rasa']), out_norm=True),
+            [8, 16, 24, 32], ('mmseg', 'mmpretrain')),  # mmdet left out for the suite's time (~17 s loaded)
     'SegSwinTransformerIMLP': (dict(**SWIN), [32, 64, 128, 256], ('mmseg', )),
 }
 # single-vector backbones (cls token / pooled): the upstream classifier's GAP neck goes
 VECTOR_OUTPUT = {'CPVT', 'VisionTransformerIMLP'}
 
 
-NOT_BACKBONES = {'SingleTensorBackbone', 'PVTMlp'}  # a wrapper and an FFN
+NOT_BACKBONES = {'SingleTensorBackbone', 'PVTMlp', 'LVTClassAttentionHead'}  # a wrapper, an FFN, a head
 
 
 def registered_backbones():

@@ -46,6 +46,9 @@ _CPVT_GAP = ('CPVT ships 0-5 PEGs; the paper prints 5.9M (tiny) / 22.9M (small) 
              'PEGs (Table 2 / 9: 6 / 22 / 86M are the single-PEG "0-1" model and the bare architecture)')
 _VIDEO_ABL = 'PosMLP-Video paper Table {} (SSV1, 16x224x224, one view)'
 
+_LVT_NOTE = ('IMLP paper Table 1 ({}); the paper counts conv / linear / norm modules only: without the '
+             'attention matmuls and RASA\'s functional atrous convs ours are 0.760 / 0.841 / 0.922 / 1.003G '
+             '(LVT-R1..R4) and 0.665 / 0.746 / 0.827 / 0.908G (+ IMLP*), tests/test_lvt.py')
 REPORTED = {
     'posmlp-t_*in1k*': (21, 5.2, 'PosMLP paper Table 2'),
     'posmlp-s_*in1k*': (37, 8.7, 'PosMLP paper Table 2'),
@@ -104,6 +107,14 @@ REPORTED = {
     'poolformer-s36-imlp_*': (24.50, 3.97, 'IMLP paper Table 1'),
     'poolformer-m36-imlp_*': (44.19, 6.93, 'IMLP paper Table 1'),
     'poolformer-m48-imlp_*': (58.62, 9.46, 'IMLP paper Table 1 (n = 5)'),
+    'lvt-r1_*': (5.52, 0.76, _LVT_NOTE.format('LVT-R1')),
+    'lvt-r1-imlp_*': (4.98, 0.68, _LVT_NOTE.format('LVT-R1 + IMLP* (n = 5)')),
+    'lvt-r2_*': (5.52, 0.84, _LVT_NOTE.format('LVT-R2')),
+    'lvt-r2-imlp_*': (4.98, 0.76, _LVT_NOTE.format('LVT-R2 + IMLP* (n = 5)')),
+    'lvt-r3_*': (5.52, 0.92, _LVT_NOTE.format('LVT-R3')),
+    'lvt-r3-imlp_*': (4.98, 0.84, _LVT_NOTE.format('LVT-R3 + IMLP* (n = 5)')),
+    'lvt-r4_*': (5.52, 1.00, _LVT_NOTE.format('LVT-R4')),
+    'lvt-r4-imlp_*': (4.98, 0.92, _LVT_NOTE.format('LVT-R4 + IMLP* (n = 5)')),
     'deit-ti-imlp-channel_*': (4.89, 1.08, 'IMLP paper Table 2 (w/ channel)'),
     'deit-ti-imlp-spatial_*': (5.83, 1.28, 'IMLP paper Table 2 (w/ spatial)'),
     'deit-ti-imlp-k1_*': (4.92, 1.08, 'IMLP paper Table 5 (n = 1)'),

@@ -1,0 +1,6 @@
+# LVT-R4: IMLP paper Table 1, "Portable ViT" row LVT-R4 (5.52M params, 1.00G FLOPs, 74.9 top-1,
+# reported): LVT with R = 4 RASA recursions; model and recipe otherwise those of lvt-r2_8xb128_in1k.py (the
+# official LVT configuration, R = 2), whose header states the recipe and what is not reproduced.
+_base_ = './lvt-r2_8xb128_in1k.py'
+
+model = dict(backbone=dict(rasa_recursions=4))
