@@ -322,7 +322,7 @@ class IMLP(BaseModule):
             # element-wise operations as k separate calls and a concat, without the concat
             a, b, g, th = (torch.stack([getattr(act, n) for act in self.acts])
                            for n in ('alpha', 'beta', 'gamma', 'theta'))
-            if torch.is_grad_enabled():
+            if torch.is_grad_enabled() or torch.jit.is_tracing():
                 z = self.acts[0].act(h.unsqueeze(-2) * a + g)
                 return (b * z + th).flatten(-2)
             z = self.acts[0].act(torch.addcmul(g, h.unsqueeze(-2), a))
@@ -345,7 +345,8 @@ class IMLP(BaseModule):
         B, N, Ch = h.shape
         H, W = hw_shape
         n_extra = self._num_extra(N, H, W)
-        if self._affine_dw_norm() is not None and not (torch.is_grad_enabled() and h.requires_grad):
+        if (self._affine_dw_norm() is not None and not (torch.is_grad_enabled() and h.requires_grad)
+                and not torch.jit.is_tracing()):  # traced (FLOP counting, ONNX): the defining ops
             return self._tokens_spatial_inference(h, H, W, n_extra)
         grid = h[:, n_extra:].transpose(1, 2).reshape(B, Ch, H, W)
         if n_extra == 0 or self.extra_tokens == 'skip':
