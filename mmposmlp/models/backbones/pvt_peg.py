@@ -296,6 +296,9 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                              "builds none: drop it or set pos_embed_type='learnable'")
         self.pos_embed_type = pos_embed_type
         self.pretrain_img_size = 224 if pretrain_img_size is None else int(pretrain_img_size)
+        if pos_embed_type is not None and self.pretrain_img_size % math.prod(self.patch_sizes):
+            raise ValueError(f'pretrain_img_size={self.pretrain_img_size} must be divisible by the total patch stride '
+                             f'{math.prod(self.patch_sizes)} (the position tables hold the stage grids at that size)')
         if out_type not in OUT_TYPES:
             raise ValueError(f'unknown PVTPEG out_type {out_type!r}; choose one of {OUT_TYPES}')
         if out_type == 'cls_token' and not with_cls_token:
@@ -337,9 +340,6 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                 self.pegs.append(PEG(C, **peg_cfg))
             stride *= self.patch_sizes[i]
             if self.pos_embeds is not None:
-                if self.pretrain_img_size % stride:
-                    raise ValueError(f'pretrain_img_size={self.pretrain_img_size} must be divisible by the total '
-                                     f'patch stride {stride} of stage {i} (its position table holds that grid)')
                 grid = self.pretrain_img_size // stride
                 self.pos_embeds.append(AbsolutePositionEmbedding(
                     C, (grid, grid), 'learnable', num_extra_tokens=int(self._has_cls(i)),
@@ -729,8 +729,8 @@ def official_pvt_v1_arch_to_ours(arch: dict, dense: bool = False) -> dict:
         raise ValueError(f"official PVT v1 num_stages={a['num_stages']} (depths {a['depths']}) is not supported: the "
                          'official model hard-codes stage 4 (class token, final norm)')
     if int(a['patch_size']) != 4:
-        raise ValueError(f"official PVT v1 patch_size={a['patch_size']} is not supported: its stage 2-4 position tables "
-                         'are sized img_size // 2**(i+1) // 2, the stage grid only with patch_size=4')
+        raise ValueError(f"official PVT v1 patch_size={a['patch_size']} is not supported: its stage 2-4 position "
+                         'tables are sized img_size // 2**(i+1) // 2, the stage grid only with patch_size=4')
     if int(a['img_size']) % 32:
         raise ValueError(f"official PVT v1 img_size={a['img_size']} is not supported: it must be divisible by the "
                          'total stride 32 (non-divisible sizes give stage tables off the stage grids)')
