@@ -127,6 +127,22 @@ def test_mmdet_pvt_v1_converts_exactly(use_abs_pos_embed):
     res = ours.load_state_dict(convert_pcpvt(state), strict=True)
     assert not res.missing_keys and not res.unexpected_keys
     ours = ours.double().eval()
+    if use_abs_pos_embed:  # a whole mmdet detector file through the CLI: the neck and head dropped on purpose
+        import tempfile
+        spec = importlib.util.spec_from_file_location(
+            'pcpvt2mmposmlp', osp.join(ROOT, 'tools', 'model_converters', 'pcpvt2mmposmlp.py'))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        det = {**{'backbone.' + k: v.float() for k, v in state.items()}, 'neck.lateral_convs.0.conv.weight':
+               torch.zeros(1), 'bbox_head.retina_cls.weight': torch.zeros(1)}
+        with tempfile.TemporaryDirectory() as tmp:
+            torch.save({'state_dict': det, 'meta': {}}, osp.join(tmp, 'det.pth'))
+            with pytest.raises(KeyError, match='neck'):
+                mod.main([osp.join(tmp, 'det.pth'), osp.join(tmp, 'out.pth')])
+            mod.main([osp.join(tmp, 'det.pth'), osp.join(tmp, 'out.pth'), '--ignore-keys', 'neck.*', 'bbox_head.*'])
+            out = torch.load(osp.join(tmp, 'out.pth'), weights_only=True)
+        assert out['meta']['source_layout'] == 'mmdet_pvt'
+        assert set(out['state_dict']) == {'backbone.' + k for k in ours.state_dict()}
     with torch.no_grad():
         for hw in ((64, 64), (96, 80), (72, 104)):
             x = torch.randn(1, 3, *hw, dtype=torch.float64)
