@@ -181,6 +181,12 @@ ROWS = {
     'retinanet_pvt-t-gap_fpn_1x_coco': (f'{_C} Table 13, RetinaNet 1x, PVT-tiny+GAP', {'box AP': 36.9}, 23, None),
     'retinanet_pvt-t-gap_fpn_ms-3x_coco': (f'{_C} Table 13, RetinaNet 3x + MS, PVT-tiny+GAP', {'box AP': 39.7}, 23,
                                            None),
+    # CPVT Table 2's DeiT-base row (224 = its training config, the other sizes evaluated without fine-tuning)
+    'deit-b-le_8xb128_in1k': (f'{_C} Table 2, DeiT-base at 224x224', top1(81.8), 86, None),
+    'deit-b-le_8xb128_in1k-160px': (f'{_C} Table 2, DeiT-base{_T2.format("160x160")}', top1(79.1), 86, None),
+    'deit-b-le_8xb128_in1k-384px': (f'{_C} Table 2, DeiT-base{_T2.format("384x384")}', top1(79.7), 86, None),
+    'deit-b-le_8xb128_in1k-448px': (f'{_C} Table 2, DeiT-base{_T2.format("448x448")}', top1(79.8), 86, None),
+    'deit-b-le_8xb128_in1k-512px': (f'{_C} Table 2, DeiT-base{_T2.format("512x512")}', top1(78.2), 86, None),
     # Wave-MLP (Tang et al., CVPR 2022)
     'wavemlp-t-dw-phase-none_8xb128_in1k': (f'{_W} Table 5, no phase (= Table 6 baseline), Wave-MLP-T*',
                                             top1(78.8), 15, 2.1),
