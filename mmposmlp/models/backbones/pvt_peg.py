@@ -204,13 +204,15 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             with ``embed_dims``, ``feedforward_channels=mlp_ratio*C`` and ``ffn_drop=drop_rate``
             and called as ``ffn(x, (H, W))`` on (B, H*W, C) tokens.
         frozen_stages (int): -1 none; 0 the first patch embed (the stem); ``k`` stages
-            0..k-1 (patch embed, blocks, PEG, norm) in eval mode without gradients (shared
-            convention, ``FrozenStagesMixin``).
+            0..k-1 (patch embed, position table, blocks, PEG, norm; the class token with the
+            last stage) in eval mode without gradients (shared convention, ``FrozenStagesMixin``).
         norm_eval (bool): keep BatchNorm layers (e.g. in a PEG variant) in eval mode.
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=...)``
-            loads through :func:`convert_pcpvt` (accepts official Twins, timm, mmpretrain and
-            mmposmlp layouts) and raises if a backbone key is missing.
+            loads through :func:`convert_pcpvt` (accepts official Twins, timm, mmpretrain,
+            official / mmdet PVT v1 and mmposmlp layouts) and raises if a backbone key is missing.
+            A PVT v1 classifier loaded without class token (``ignore_keys=['cls_token']``) also
+            loses the class-token slot of its last position table (logged).
     """
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], dict(depths=[2, 2, 2, 2])),
