@@ -34,18 +34,20 @@ def vector():
 
 def _official(vector, kind):
     case = vector['cases'][kind]
-    return case, official_pvt_v1_arch_to_ours(json.loads(case['arch_json']), dense=kind == 'dense')
+    return case, official_pvt_v1_arch_to_ours(json.loads(case['arch_json']), dense=kind.startswith('dense'))
 
 
 def _flat(outs):
     return torch.cat([t.flatten() for t in outs])[None]
 
 
+@pytest.mark.parametrize('kind', ['cls', 'cls_qk_scale_no_qkv_bias_ln_1e5'])
 @pytest.mark.parametrize('dtype,tol', [(torch.float64, 1e-8), (torch.float32, 1e-4)])
-def test_official_pvt_v1_classifier_vector(vector, dtype, tol):
+def test_official_pvt_v1_classifier_vector(vector, kind, dtype, tol):
     """Official PVT v1 classifier (class token, per-stage tables) at its 64x64 training size and at
-    96x80 / 72x104, where every table is resized bilinearly."""
-    case, kw = _official(vector, 'cls')
+    96x80 / 72x104, where every table is resized bilinearly; default options and qkv_bias=False,
+    qk_scale, nn.LayerNorm (eps 1e-5)."""
+    case, kw = _official(vector, kind)
     assert detect_pcpvt_layout(case['state_dict']) == 'pvt_v1'
     model = PVTPEG(**kw)
     res = model.load_state_dict(convert_pcpvt(case['state_dict']), strict=True)
@@ -59,10 +61,11 @@ def test_official_pvt_v1_classifier_vector(vector, dtype, tol):
             assert (logits.double() - ref.double()).abs().max().item() < tol
 
 
-def test_official_pvt_v1_dense_vector_through_init_cfg(vector, tmp_path):
+@pytest.mark.parametrize('kind', ['dense', 'dense_f4'])
+def test_official_pvt_v1_dense_vector_through_init_cfg(vector, kind, tmp_path):
     """The official detection PVT v1 file (its stage-4 table keeps the unused class-token slot) loads
-    through init_cfg; the slot is dropped and the four maps match in fp64."""
-    case, kw = _official(vector, 'dense')
+    through init_cfg; the slot is dropped and the four maps (F4: the last) match in fp64."""
+    case, kw = _official(vector, kind)
     assert case['state_dict']['pos_embed4'].shape[1] == 1 + 2 * 2
     path = tmp_path / 'pvt_dense.pth'
     torch.save(case['state_dict'], path)
