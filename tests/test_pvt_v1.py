@@ -257,6 +257,15 @@ TABLE13 = {  # config -> (params, paper params M)
     'retinanet_pvt-t-gap_fpn_ms-3x_coco.py': (22_964_212, 23),
     'retinanet_pvt-peg-t-cls_fpn_1x_coco.py': (22_585_588, 23),
     'retinanet_pvt-peg-t-cls_fpn_ms-3x_coco.py': (22_585_588, 23),
+    # PVT-small / PVT-medium (PVT v1 baselines of the +PEG+GAP small / medium rows)
+    'pvt-s_8xb128_in1k.py': (24_485_864, 24),  # = official pvt_small (Table 13 prints 25M, PVT's 24.5M)
+    'pvt-m_8xb128_in1k.py': (44_208_104, 44),  # = official pvt_medium
+    'fpn_pvt-s_4xb4-80k_ade20k-512x512.py': (28_237_462, 28),
+    'fpn_pvt-m_4xb4-80k_ade20k-512x512.py': (47_959_702, 48),
+    'retinanet_pvt-s_fpn_1x_coco.py': (34_220_788, 34),
+    'retinanet_pvt-s_fpn_ms-3x_coco.py': (34_220_788, 34),
+    'retinanet_pvt-m_fpn_1x_coco.py': (53_943_028, 54),
+    'retinanet_pvt-m_fpn_ms-3x_coco.py': (53_943_028, 54),
 }
 
 
@@ -269,7 +278,7 @@ def _build(name):
 
 
 def test_table13_config_list_complete():
-    names = {osp.basename(p) for p in glob.glob(osp.join(ROOT, 'configs', 'cpvt', 'paper_tables', '*pvt-*t*.py'))
+    names = {osp.basename(p) for p in glob.glob(osp.join(ROOT, 'configs', 'cpvt', 'paper_tables', '*pvt-*.py'))
              if not osp.basename(p).startswith(('cpvt', 'deit'))}
     assert names == set(TABLE13)
 
@@ -280,7 +289,7 @@ def test_table13_configs_build_with_paper_params_and_run(name):
     n, paper = TABLE13[name]
     assert sum(p.numel() for p in model.parameters()) == n and round(n / 1e6) == paper
     bb = cfg.model.backbone
-    tables = 'pvt-t' in name
+    tables = 'pvt-peg-' not in name
     assert (bb.get('pos_embed_type') == 'learnable') == tables and (bb.get('peg_after_block', 0) is None) == tables
     model.eval()
     with torch.no_grad():
@@ -292,6 +301,11 @@ def test_table13_configs_build_with_paper_params_and_run(name):
         else:
             assert bb.get('with_cls_token', False) == ('gap' not in name)
             assert model(torch.randn(1, 3, 64, 80), mode='tensor').shape == (1, 1000)
+            # the baselines keep PVT v1's own recipe: drop path and clipping of its pvt_{tiny,small,medium}.py
+            official = {'pvt-t_': (0.1, None), 'pvt-s_': (0.1, None), 'pvt-m_': (0.3, dict(max_norm=1.0))}
+            for prefix, (drop_path, clip) in official.items():
+                if name.startswith(prefix):
+                    assert bb.drop_path_rate == drop_path and cfg.optim_wrapper.clip_grad == clip
     if not name.startswith(('retinanet', 'fpn_')):
         return
     init = bb.init_cfg

@@ -64,10 +64,12 @@ for _variant in ('ape', 'no-bias', 'no-bias-ape'):
 
 # CPVT Table 13's PVT-tiny rows: the official PVT v1 weights, and the two classifiers nobody released
 PVT_V1 = 'https://github.com/whai362/PVT/releases/download/v2/{}'
-SOURCES['pvt-t_in1k_mmposmlp.pth'] = (
-    f"the official PVT-tiny (PVT v1) weights, {PVT_V1.format('pvt_tiny.pth')}",
-    [f"wget {PVT_V1.format('pvt_tiny.pth')}",
-     'python tools/model_converters/pcpvt2mmposmlp.py pvt_tiny.pth checkpoints/pvt-t_in1k_mmposmlp.pth'])
+for _arch, _official in (('t', 'tiny'), ('s', 'small'), ('m', 'medium')):
+    SOURCES[f'pvt-{_arch}_in1k_mmposmlp.pth'] = (
+        f"the official PVT-{_official} (PVT v1) weights, {PVT_V1.format(f'pvt_{_official}.pth')}",
+        [f"wget {PVT_V1.format(f'pvt_{_official}.pth')}",
+         f'python tools/model_converters/pcpvt2mmposmlp.py pvt_{_official}.pth '
+         f'checkpoints/pvt-{_arch}_in1k_mmposmlp.pth'])
 TRAINED_BY['pvt-t-gap_in1k_mmposmlp.pth'] = 'configs/cpvt/paper_tables/pvt-t-gap_8xb128_in1k.py'
 TRAINED_BY['pvt-peg-t-cls_in1k_mmposmlp.pth'] = 'configs/cpvt/paper_tables/pvt-peg-t-cls_8xb128_in1k.py'
 

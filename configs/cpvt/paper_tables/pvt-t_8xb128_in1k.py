@@ -4,10 +4,10 @@
 # tokens, no PEG, classified from the class token after the final LayerNorm. Equal to the official
 # github.com/whai362/PVT pvt_tiny (13,229,288 params; tests/test_pvt_v1.py); its released pvt_tiny.pth
 # converts with tools/model_converters/pcpvt2mmposmlp.py.
-# Recipe: the one of the +PEG+GAP row (../pvt-peg-t-gap_8xb128_in1k.py; CPVT B.6 "the same training
-# settings"), which is the PVT v1 recipe (DeiT trainer, AdamW lr 5e-4 x 1024/512, wd 0.05, 300 epochs,
-# drop path 0.1) except grad clipping 5 (PVT v1's pvt_tiny config: none). As PVT v1's no_weight_decay:
-# no decay on the class token, the position tables decayed.
+# Recipe: PVT v1's own (its classification/configs/pvt/pvt_tiny.py on the DeiT trainer): the +PEG+GAP
+# row's (../pvt-peg-t-gap_8xb128_in1k.py: AdamW lr 5e-4 x 1024/512, wd 0.05, 300 epochs, drop path 0.1)
+# without its grad clipping. As PVT v1's no_weight_decay: no decay on the class token, the position tables
+# decayed.
 _base_ = '../pvt-peg-t-gap_8xb128_in1k.py'
 
 model = dict(
@@ -16,4 +16,5 @@ model = dict(
 
 optim_wrapper = dict(
     paramwise_cfg=dict(
-        _delete_=True, norm_decay_mult=0.0, bias_decay_mult=0.0, custom_keys={'cls_token': dict(decay_mult=0.0)}))
+        _delete_=True, norm_decay_mult=0.0, bias_decay_mult=0.0, custom_keys={'cls_token': dict(decay_mult=0.0)}),
+    clip_grad=None)
