@@ -166,6 +166,10 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         medium  | 3, 4, 18, 3   |  "                |  "       |  "         |  "        | 43.83M (= PCPVT-B)
         large   | 3, 8, 27, 3   |  "                |  "       |  "         |  "        | 60.99M (= PCPVT-L)
 
+    As PVT v1 (``pos_embed_type='learnable'``, ``with_cls_token=True``, ``out_type='cls_token'``,
+    ``peg_after_block=None``), tiny / small / medium have the official PVT-tiny / small / medium's
+    13.23M / 24.49M / 44.21M parameters (with the 1000-class head).
+
     Args:
         arch (str | dict): one of ``arch_zoo`` ('tiny'/'t', 'small'/'s', 'medium'/'m'/'base'/'b',
             'large'/'l') or a dict with keys depths, embed_dims, num_heads, mlp_ratios, sr_ratios.
