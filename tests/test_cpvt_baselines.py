@@ -227,6 +227,7 @@ NEW_ROWS = {
     'deit-ti-gap': (5_717_032, '6M (T3)'),
     'deit-s-le': (22_050_664, '22M (T3, T15)'),
     'deit-s-gap': (22_049_896, '22M (T3)'),
+    'deit-b-le': (86_567_656, '86M (T2)'),  # = mmpretrain's VisionTransformer 'deit-base' + head
     'cpvt-ti-peg0-1-fixed-random': (5_681_512, '5.68M (T5)'),
     'cpvt-ti-peg0-1-fixed-learned': (5_681_512, '5.68M (T5)'),
     'cpvt-ti-peg0-1-1x1-x12': (6_124_264, '6.13M (T5)'),

@@ -39,6 +39,8 @@ OFFICIAL_EVAL = {
                   'Wave-MLP default_cfgs wave_B crop_pct 0.875'),
     'cpvt-': _DEIT + ('CPVT = DeiT recipe', ),
     'pvt-peg-': (lambda S: int((256 / 224) * S), 'Twins datasets.py build_transform', 'Resize(int(256/224*S), 3)'),
+    'pvt-': (lambda S: int((256 / 224) * S), 'PVT v1 classification/datasets.py build_transform',
+             'Resize(int(256/224*S), 3)'),
     'deit-': _DEIT + ('IMLP: the original method\'s evaluation', ),
     'poolformer-s': _TIMM_09 + ('PoolFormer default_cfgs poolformer_s crop_pct 0.9', ),
     'poolformer-m': (lambda S: math.floor(S / 0.95), 'timm transforms_imagenet_eval',

@@ -74,6 +74,17 @@ for _variant in ('ape', 'no-bias', 'no-bias-ape'):
 # written by the toy data generator (mmposmlp/datasets/toy.py) next to the toy dataset
 GENERATED = {'toy_teacher_cpvt.pth': 'python tools/misc/make_toy_datasets.py --out data/toy --which imagenet'}
 
+# CPVT Table 13's PVT-tiny rows: the official PVT v1 weights, and the two classifiers nobody released
+PVT_V1 = 'https://github.com/whai362/PVT/releases/download/v2/{}'
+for _arch, _official in (('t', 'tiny'), ('s', 'small'), ('m', 'medium')):
+    SOURCES[f'pvt-{_arch}_in1k_mmposmlp.pth'] = (
+        f"the official PVT-{_official} (PVT v1) weights, {PVT_V1.format(f'pvt_{_official}.pth')}",
+        [f"wget {PVT_V1.format(f'pvt_{_official}.pth')}",
+         f'python tools/model_converters/pcpvt2mmposmlp.py pvt_{_official}.pth '
+         f'checkpoints/pvt-{_arch}_in1k_mmposmlp.pth'])
+TRAINED_BY['pvt-t-gap_in1k_mmposmlp.pth'] = 'configs/cpvt/paper_tables/pvt-t-gap_8xb128_in1k.py'
+TRAINED_BY['pvt-peg-t-cls_in1k_mmposmlp.pth'] = 'configs/cpvt/paper_tables/pvt-peg-t-cls_8xb128_in1k.py'
+
 
 def how_to_make(path: str) -> str:
     """The fix for a missing pretrained checkpoint ``path``: where it comes from and the exact commands."""

@@ -1,4 +1,4 @@
-"""Convert Twins-PCPVT (official / timm) or mmpretrain ``PCPVT`` weights to mmposmlp ``PVTPEG``.
+"""Convert Twins-PCPVT (official / timm), mmpretrain ``PCPVT`` or PVT v1 (official / mmdet) weights to ``PVTPEG``.
 
 Usage::
 
@@ -11,6 +11,11 @@ Input layouts (detected automatically):
   * mmpretrain ``ImageClassifier`` with ``PCPVT`` backbone: ``backbone.patch_embeds.i.projection``,
     ``backbone.position_encodings.i.proj``, ``backbone.stages.i.j.*`` (``ffn.layers.0.0`` /
     ``ffn.layers.1``), ``backbone.norm_after_stage3``, ``head.fc``.
+  * official PVT v1 (github.com/whai362/PVT ``pvt_tiny.pth`` ...): ``patch_embed{i}``,
+    ``pos_embed{i}``, ``block{i}.j.*``, ``norm``, ``cls_token``, ``head`` -> ``PVTPEG`` with
+    ``pos_embed_type='learnable'``, ``with_cls_token=True``, ``out_type='cls_token'``,
+    ``peg_after_block=None`` (``official_pvt_v1_arch_to_ours``);
+  * mmdet ``PyramidVisionTransformer`` (v1; ``backbone.layers.i.*`` of a detector file).
 Output: an mmpretrain ``ImageClassifier`` state dict (``backbone.*`` for ``mmposmlp.PVTPEG``,
 ``head.fc.*`` for ``LinearClsHead``) saved as ``{'state_dict': ..., 'meta': ...}``; dense
 configs load it with ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.
@@ -101,6 +106,10 @@ def main(argv=None):
     depths = infer_depths(out)
     archs = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'medium', (3, 8, 27, 3): 'large'}
     arch = archs.get(tuple(depths), 'a custom arch dict')
+    if any(k.startswith('backbone.pos_embeds.') for k in out):
+        arch += " with pos_embed_type='learnable', peg_after_block=None"
+    if 'backbone.cls_token' in out:
+        arch += ", with_cls_token=True, out_type='cls_token'"
     print(f'converted {layout} checkpoint: {n_bb} backbone tensors, {len(out) - n_bb} head tensors '
           f'({len(state)} source tensors), depths {depths} -> PVTPEG arch {arch!r}; saved {args.dst}')
 

@@ -6,6 +6,12 @@ embeddings removed and a PEG (:class:`mmposmlp.PEG`) after the first block of ev
 GAP. Released official weights: Twins ``pcpvt_{small,base,large}_v0``
 (https://github.com/Meituan-AutoML/Twins), convert them with
 ``tools/model_converters/pcpvt2mmposmlp.py``.
+
+The other rows of CPVT Table 13 are options of the same backbone: PVT v1's per-stage learnable
+position tables (``pos_embed_type='learnable'``), its class token on the last stage
+(``with_cls_token``, ``out_type='cls_token'``) and no PEG (``peg_after_block=None``). With all
+three it is PVT v1 itself (official ``PyramidVisionTransformer``, github.com/whai362/PVT, and
+mmdet's ``PyramidVisionTransformer``: both checkpoint layouts convert).
 """
 import fnmatch
 import functools
@@ -20,13 +26,18 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
 from mmengine.logging import print_log
 from mmengine.model import BaseModule, ModuleList
-from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_init
+from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_, trunc_normal_init
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from mmposmlp.models.layers.peg import PEG
+from mmposmlp.models.layers.position_encoding import AbsolutePositionEmbedding
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin
+
+
+POS_EMBED_TYPES = (None, 'learnable')
+OUT_TYPES = ('featmap', 'cls_token')
 
 
 @MODELS.register_module()
@@ -155,14 +166,30 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         medium  | 3, 4, 18, 3   |  "                |  "       |  "         |  "        | 43.83M (= PCPVT-B)
         large   | 3, 8, 27, 3   |  "                |  "       |  "         |  "        | 60.99M (= PCPVT-L)
 
+    As PVT v1 (``pos_embed_type='learnable'``, ``with_cls_token=True``, ``out_type='cls_token'``,
+    ``peg_after_block=None``), tiny / small / medium have the official PVT-tiny / small / medium's
+    13.23M / 24.49M / 44.21M parameters (with the 1000-class head).
+
     Args:
         arch (str | dict): one of ``arch_zoo`` ('tiny'/'t', 'small'/'s', 'medium'/'m'/'base'/'b',
             'large'/'l') or a dict with keys depths, embed_dims, num_heads, mlp_ratios, sr_ratios.
         in_channels (int): input channels. Default 3.
         patch_sizes (Sequence[int]): patch-embed kernel = stride per stage. Default (4, 2, 2, 2).
         peg_cfg (dict): extra kwargs of :class:`PEG` (kernel_size, num_layers, conv_type...).
-        peg_after_block (int): index of the block of each stage after which the PEG runs
-            (official: 0, "position 0").
+        peg_after_block (int, optional): index of the block of each stage after which the PEG
+            runs (official: 0, "position 0"); None builds no PEG (PVT v1, "PVT-tiny+GAP").
+        pos_embed_type (str, optional): None (default, no position table) or ``'learnable'``:
+            PVT v1's learnable table per stage (``pos_embeds.i``, trunc-normal .02), added after
+            the patch embedding, of the stage's grid at ``pretrain_img_size`` and resized
+            bilinearly (``align_corners=False``, as PVT v1 and mmdet) to other grids.
+        pretrain_img_size (int, optional): input size whose grids the position tables hold
+            (PVT v1 ``img_size``). Default None = 224; only with ``pos_embed_type``.
+        with_cls_token (bool): PVT v1's class token (``cls_token``), prepended to the last
+            stage's tokens after its patch embedding (it gets its own slot in that stage's
+            position table) and passed through its PEG unchanged. Default False.
+        out_type (str): ``'featmap'`` (default: NCHW maps of the patch tokens) or
+            ``'cls_token'``: the last stage returns the (normed) class token ``(B, C)``, PVT v1's
+            classifier input; needs ``with_cls_token=True`` and ``out_indices=(last stage,)``.
         out_indices (Sequence[int]): stages whose NCHW outputs are returned. Default (0, 1, 2, 3).
         norm_after_stage (bool | Sequence[bool]): a LayerNorm (``norm{i}``, eps 1e-6) on the
             output of stage i. For classification use ``[False, False, False, True]`` (the
@@ -181,13 +208,15 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             with ``embed_dims``, ``feedforward_channels=mlp_ratio*C`` and ``ffn_drop=drop_rate``
             and called as ``ffn(x, (H, W))`` on (B, H*W, C) tokens.
         frozen_stages (int): -1 none; 0 the first patch embed (the stem); ``k`` stages
-            0..k-1 (patch embed, blocks, PEG, norm) in eval mode without gradients (shared
-            convention, ``FrozenStagesMixin``).
+            0..k-1 (patch embed, position table, blocks, PEG, norm; the class token with the
+            last stage) in eval mode without gradients (shared convention, ``FrozenStagesMixin``).
         norm_eval (bool): keep BatchNorm layers (e.g. in a PEG variant) in eval mode.
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=...)``
-            loads through :func:`convert_pcpvt` (accepts official Twins, timm, mmpretrain and
-            mmposmlp layouts) and raises if a backbone key is missing.
+            loads through :func:`convert_pcpvt` (accepts official Twins, timm, mmpretrain,
+            official / mmdet PVT v1 and mmposmlp layouts) and raises if a backbone key is missing.
+            A PVT v1 classifier loaded without class token (``ignore_keys=['cls_token']``) also
+            loses the class-token slot of its last position table (logged).
     """
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], dict(depths=[2, 2, 2, 2])),
@@ -204,7 +233,11 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                  in_channels: int = 3,
                  patch_sizes: Sequence[int] = (4, 2, 2, 2),
                  peg_cfg: Optional[dict] = None,
-                 peg_after_block: int = 0,
+                 peg_after_block: Optional[int] = 0,
+                 pos_embed_type: Optional[str] = None,
+                 pretrain_img_size: Optional[int] = None,
+                 with_cls_token: bool = False,
+                 out_type: str = 'featmap',
                  out_indices: Sequence[int] = (0, 1, 2, 3),
                  norm_after_stage=False,
                  qkv_bias: bool = True,
@@ -253,10 +286,35 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         if len(norm_after_stage) != self.num_stages:
             raise ValueError(f'norm_after_stage needs {self.num_stages} entries, got {norm_after_stage}')
         self.norm_after_stage = list(norm_after_stage)
-        if not 0 <= peg_after_block < min(self.depths):
+        if peg_after_block is None:
+            if peg_cfg is not None:
+                raise ValueError(f'peg_cfg={peg_cfg} shapes a PEG but peg_after_block=None builds none: drop peg_cfg '
+                                 'or set peg_after_block (0 = the official position)')
+        elif not 0 <= peg_after_block < min(self.depths):
             raise ValueError(f'peg_after_block={peg_after_block} must index a block of every stage '
-                             f'(depths {self.depths})')
+                             f'(depths {self.depths}) or be None (no PEG)')
         self.peg_after_block = peg_after_block
+        if pos_embed_type not in POS_EMBED_TYPES:
+            raise ValueError(f'unknown PVTPEG pos_embed_type {pos_embed_type!r}; choose one of {POS_EMBED_TYPES} '
+                             "(None: no table, 'learnable': PVT v1's per-stage tables)")
+        if pos_embed_type is None and pretrain_img_size is not None:
+            raise ValueError(f'pretrain_img_size={pretrain_img_size} sizes position tables but pos_embed_type=None '
+                             "builds none: drop it or set pos_embed_type='learnable'")
+        self.pos_embed_type = pos_embed_type
+        self.pretrain_img_size = 224 if pretrain_img_size is None else int(pretrain_img_size)
+        if pos_embed_type is not None and self.pretrain_img_size % math.prod(self.patch_sizes):
+            raise ValueError(f'pretrain_img_size={self.pretrain_img_size} must be divisible by the total patch stride '
+                             f'{math.prod(self.patch_sizes)} (the position tables hold the stage grids at that size)')
+        if out_type not in OUT_TYPES:
+            raise ValueError(f'unknown PVTPEG out_type {out_type!r}; choose one of {OUT_TYPES}')
+        if out_type == 'cls_token' and not with_cls_token:
+            raise ValueError("out_type='cls_token' returns the class token: set with_cls_token=True "
+                             "(or use out_type='featmap')")
+        if out_type == 'cls_token' and self.out_indices != [self.num_stages - 1]:
+            raise ValueError(f"out_type='cls_token' returns the class token, which only the last stage has: set "
+                             f'out_indices=({self.num_stages - 1},), got {tuple(self.out_indices)}')
+        self.with_cls_token = bool(with_cls_token)
+        self.out_type = out_type
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
@@ -272,8 +330,10 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         dpr = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()
         self.patch_embeds = ModuleList()
         self.stages = ModuleList()
-        self.pegs = ModuleList()
+        self.pegs = ModuleList() if peg_after_block is not None else None
+        self.pos_embeds = ModuleList() if pos_embed_type is not None else None
         cur = 0
+        stride = 1
         prev = in_channels
         for i in range(self.num_stages):
             C = self.embed_dims[i]
@@ -282,11 +342,20 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                 PVTBlock(C, self.num_heads[i], self.mlp_ratios[i], self.sr_ratios[i], qkv_bias, drop_rate,
                          attn_drop_rate, dpr[cur + j], norm_cfg, sr_norm_cfg, ffn_cfg, with_cp, qk_scale)
                 for j in range(self.depths[i])]))
-            self.pegs.append(PEG(C, **peg_cfg))
+            if self.pegs is not None:
+                self.pegs.append(PEG(C, **peg_cfg))
+            stride *= self.patch_sizes[i]
+            if self.pos_embeds is not None:
+                grid = self.pretrain_img_size // stride
+                self.pos_embeds.append(AbsolutePositionEmbedding(
+                    C, (grid, grid), 'learnable', num_extra_tokens=int(self._has_cls(i)),
+                    interpolate_mode='bilinear'))
             if self.norm_after_stage[i]:
                 self.add_module(f'norm{i}', build_norm_layer(norm_cfg, C)[1])
             cur += self.depths[i]
             prev = C
+        if self.with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims[-1]))
         self.pos_drop = nn.Dropout(drop_rate)
         self.out_channels = [self.embed_dims[i] for i in self.out_indices]
         red = []
@@ -302,8 +371,8 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         pretrained = pretrained_init_cfg(self)
         if pretrained is not None:
-            load_pretrained_init_cfg(self, pretrained, converter=functools.partial(
-                convert_pcpvt, ignore_keys=tuple(pretrained.get('ignore_keys', ()))))
+            convert = functools.partial(convert_pcpvt, ignore_keys=tuple(pretrained.get('ignore_keys', ())))
+            load_pretrained_init_cfg(self, pretrained, converter=lambda sd: self._drop_unused_cls_slot(convert(sd)))
             return
         super().init_weights()
         if self.init_cfg is None:
@@ -316,15 +385,47 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                 elif isinstance(m, nn.Conv2d):
                     fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
                     normal_init(m, 0, math.sqrt(2.0 / fan_out), bias=0.)
+            # PVT v1: position tables and class token trunc-normal .02
+            for pe in self.pos_embeds or ():
+                trunc_normal_(pe.pos_embed, std=.02)
+            if self.with_cls_token:
+                trunc_normal_(self.cls_token, std=.02)
 
     # ------------------------------------------------------------------ train helpers
     def _frozen_modules(self):
         mods = [self.patch_embeds[0]]  # the stem (frozen_stages=0)
         for i in range(min(self.frozen_stages, self.num_stages)):
-            mods += [self.patch_embeds[i], self.stages[i], self.pegs[i]]
+            mods += [self.patch_embeds[i], self.stages[i]]
+            if self.pegs is not None:
+                mods.append(self.pegs[i])
+            if self.pos_embeds is not None:
+                mods.append(self.pos_embeds[i])
             if self.norm_after_stage[i]:
                 mods.append(getattr(self, f'norm{i}'))
         return mods
+
+    def _frozen_parameters(self):
+        if self.with_cls_token and self.frozen_stages >= self.num_stages:
+            return (self.cls_token, )
+        return ()
+
+    def _drop_unused_cls_slot(self, state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """A PVT v1 classifier's last position table holds a class-token slot first; a backbone
+        without class token (the dense PVT v1 of the official detection code and mmdet) drops it."""
+        if self.pos_embeds is None or self.with_cls_token:
+            return state
+        key = f'pos_embeds.{self.num_stages - 1}.pos_embed'
+        rows = self.pos_embeds[-1].pos_embed.shape[1]
+        if key in state and state[key].dim() == 3 and state[key].shape[1] == rows + 1:
+            state = dict(state)
+            state[key] = state[key][:, 1:]
+            print_log(f'PVTPEG: dropped the class-token slot of {key} (the backbone has no class token)',
+                      logger='current')
+        return state
+
+    def _has_cls(self, i: int) -> bool:
+        """Whether stage ``i`` carries the class token (PVT v1: the last stage only)."""
+        return self.with_cls_token and i == self.num_stages - 1
 
     # ------------------------------------------------------------------ forward
     def forward(self, x):
@@ -337,14 +438,22 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         B = x.shape[0]
         for i in range(self.num_stages):
             x, hw = self.patch_embeds[i](x)
+            extra = int(self._has_cls(i))
+            if extra:
+                x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)
+            if self.pos_embeds is not None:
+                x = self.pos_embeds[i](x, hw)
             x = self.pos_drop(x)
             for j, blk in enumerate(self.stages[i]):
                 x = blk(x, hw)
                 if j == self.peg_after_block:
-                    x = self.pegs[i](x, hw)
+                    x = self.pegs[i](x, hw, num_extra_tokens=extra)
             if self.norm_after_stage[i]:
                 x = getattr(self, f'norm{i}')(x)
-            x = x.transpose(1, 2).reshape(B, self.embed_dims[i], *hw)
+            if i in self.out_indices and self.out_type == 'cls_token':
+                outs.append(x[:, 0])
+                continue
+            x = x[:, extra:].transpose(1, 2).reshape(B, self.embed_dims[i], *hw)
             if i in self.out_indices:
                 outs.append(x)
         return tuple(outs)
@@ -390,17 +499,88 @@ def _mmpretrain_key(k: str) -> Optional[str]:
     return None
 
 
+def _pvt_v1_key(k: str) -> Optional[str]:
+    """Official PVT v1 (github.com/whai362/PVT ``PyramidVisionTransformer``, classification and
+    detection/segmentation copies) key -> PVTPEG key (None: not a backbone key)."""
+    m = re.match(r'patch_embed(\d+)\.(proj|norm)\.(.*)', k)
+    if m:
+        return f'patch_embeds.{int(m[1]) - 1}.{"projection" if m[2] == "proj" else "norm"}.{m[3]}'
+    m = re.match(r'pos_embed(\d+)$', k)
+    if m:
+        return f'pos_embeds.{int(m[1]) - 1}.pos_embed'
+    m = re.match(r'block(\d+)\.(\d+)\.(.*)', k)
+    if m:
+        rest = m[3].replace('mlp.fc1.', 'ffn.fc1.').replace('mlp.fc2.', 'ffn.fc2.')
+        return f'stages.{int(m[1]) - 1}.{m[2]}.{rest}'
+    if k.startswith('norm.'):
+        return 'norm3.' + k[5:]
+    if k == 'cls_token':
+        return k
+    return None
+
+
+def _convert_mmdet_pvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str]):
+    """mmdet ``PyramidVisionTransformer`` (v1; ``layers.i.{0: patch embed, 1: [pos_embed,] blocks,
+    2: norm}``, fused ``attn.attn.in_proj`` = [q; kv], 1x1-conv FFN) -> PVTPEG keys.
+    Returns (converted, unknown keys, ignored keys)."""
+    with_pos = any(re.match(r'layers\.\d+\.1\.0\.pos_embed$', k) for k in state)
+    if any('.ffn.layers.1.' in k for k in state):
+        raise ValueError('this mmdet PyramidVisionTransformer checkpoint has a depthwise conv in its FFN '
+                         '(use_conv_ffn, PVT v2): PVTPEG has the plain PVT v1 FFN only')
+    out, unknown, ignored = {}, [], []
+    for k, v in state.items():
+        nk = None
+        m = re.match(r'layers\.(\d+)\.0\.(projection|norm)\.(.*)', k)
+        if m:
+            nk = f'patch_embeds.{m[1]}.{m[2]}.{m[3]}'
+        m = re.match(r'layers\.(\d+)\.1\.0\.pos_embed$', k)
+        if m and with_pos:
+            nk = f'pos_embeds.{m[1]}.pos_embed'
+        m = re.match(r'layers\.(\d+)\.1\.(\d+)\.(.*)', k)
+        if m and nk is None:
+            i, j, rest = m[1], int(m[2]) - int(with_pos), m[3]
+            pre = f'stages.{i}.{j}.'
+            a = re.match(r'attn\.attn\.in_proj_(weight|bias)$', rest)
+            f = re.match(r'ffn\.layers\.(0|3)\.(weight|bias)$', rest)
+            if a:
+                C = v.shape[0] // 3
+                out[pre + f'attn.q.{a[1]}'], out[pre + f'attn.kv.{a[1]}'] = v[:C], v[C:]
+                continue
+            if f:
+                out[pre + f'ffn.{"fc1" if f[1] == "0" else "fc2"}.{f[2]}'] = v.flatten(1) if v.dim() == 4 else v
+                continue
+            if rest.startswith('attn.attn.out_proj.'):
+                nk = pre + 'attn.proj.' + rest[len('attn.attn.out_proj.'):]
+            elif re.match(r'(norm1|norm2|attn\.sr|attn\.norm)\.', rest):
+                nk = pre + rest
+        m = re.match(r'layers\.(\d+)\.2\.(.*)', k)
+        if m:
+            nk = f'norm{m[1]}.{m[2]}'
+        if nk is not None:
+            out[nk] = v
+        elif any(fnmatch.fnmatchcase(k, p) for p in ignore_keys):
+            ignored.append(k)
+        else:
+            unknown.append(k)
+    return out, unknown, ignored
+
+
 def detect_pcpvt_layout(state: Dict[str, torch.Tensor]) -> str:
-    """'official' (Twins/timm), 'mmpretrain' or 'mmposmlp' for a backbone-level state dict."""
+    """'official' (Twins/timm), 'pvt_v1' (official PVT v1), 'mmdet_pvt' (mmdet
+    ``PyramidVisionTransformer``), 'mmpretrain' or 'mmposmlp' for a backbone-level state dict."""
     keys = list(state)
     if any(k.startswith(('blocks.', 'pos_block.')) for k in keys):
         return 'official'
+    if any(re.match(r'(block|patch_embed|pos_embed)\d+[.]?', k) for k in keys):
+        return 'pvt_v1'
+    if any(k.startswith('layers.') for k in keys):
+        return 'mmdet_pvt'
     if any(k.startswith(('position_encodings.', 'norm_after_stage')) or '.ffn.layers.' in k for k in keys):
         return 'mmpretrain'
     if any(k.startswith(('pegs.', 'stages.')) for k in keys):
         return 'mmposmlp'
-    raise ValueError('checkpoint is neither an official Twins/timm PCPVT, an mmpretrain PCPVT nor an '
-                     f'mmposmlp PVTPEG state dict (first keys: {keys[:5]})')
+    raise ValueError('checkpoint is neither an official Twins/timm PCPVT, an official or mmdet PVT v1, an mmpretrain '
+                     f'PCPVT nor an mmposmlp PVTPEG state dict (first keys: {keys[:5]})')
 
 
 def convert_pcpvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str] = (),
@@ -410,6 +590,9 @@ def convert_pcpvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str] = (
     Accepts official Twins ``CPVTV2`` / timm ``twins`` keys (``blocks.i.j``, ``pos_block.i.proj.0``,
     ``patch_embeds.i.proj``, final ``norm``), mmpretrain ``PCPVT`` keys (``stages.i.j``,
     ``position_encodings.i.proj``, ``ffn.layers.0.0``/``ffn.layers.1``, ``norm_after_stage{i}``)
+    official PVT v1 keys (github.com/whai362/PVT: ``patch_embed{i}``, ``pos_embed{i}``,
+    ``block{i}.j``, ``norm``, ``cls_token``), mmdet ``PyramidVisionTransformer`` (v1) keys
+    (``layers.i.*``, fused ``in_proj`` split into ``q`` / ``kv``, 1x1-conv FFN weights flattened)
     and our own keys (returned unchanged). The classifier ``head.*`` is left out (see
     :func:`convert_pcpvt_head`); any other key with no place in :class:`PVTPEG` (e.g. a
     ``cls_token`` or the official segmentation backbone's ``norm_list.*``) raises, unless it
@@ -423,10 +606,14 @@ def convert_pcpvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str] = (
     layout = detect_pcpvt_layout(state)
     if layout == 'mmposmlp':
         return dict(state)
-    fn = _official_key if layout == 'official' else _mmpretrain_key
+    fn = {'official': _official_key, 'pvt_v1': _pvt_v1_key, 'mmpretrain': _mmpretrain_key,
+          'mmdet_pvt': lambda k: None}[layout]
     if dense is None:
         dense = layout == 'official' and any(k.startswith('norm_list.') for k in state)
     out, unknown, ignored = {}, [], []
+    if layout == 'mmdet_pvt':
+        out, unknown, ignored = _convert_mmdet_pvt(state, ignore_keys)
+        state = {}
     if dense and layout == 'official':
         unused = [k for k in state if k.startswith('norm.')]
         if unused:
@@ -511,4 +698,64 @@ def official_arch_to_ours(arch: dict, dense: bool = False) -> dict:
         ours.update(out_indices=(n - 1, ) if a['F4'] else tuple(range(n)), norm_after_stage=bool(a['extra_norm']))
     else:
         ours.update(out_indices=(n - 1, ), norm_after_stage=[False] * (n - 1) + [True])
+    return ours
+
+
+#: official PVT v1 ``PyramidVisionTransformer`` constructor defaults (github.com/whai362/PVT
+#: ``classification/pvt.py``; the detection/segmentation copies add ``F4`` and ``pretrained``)
+OFFICIAL_PVT_V1_DEFAULTS = dict(img_size=224, patch_size=16, in_chans=3, num_classes=1000,
+                                embed_dims=[64, 128, 256, 512], num_heads=[1, 2, 4, 8], mlp_ratios=[4, 4, 4, 4],
+                                qkv_bias=False, qk_scale=None, drop_rate=0., attn_drop_rate=0., drop_path_rate=0.,
+                                norm_layer='nn.LayerNorm', depths=[3, 4, 6, 3], sr_ratios=[8, 4, 2, 1], num_stages=4,
+                                F4=False, pretrained=None)
+
+
+def official_pvt_v1_arch_to_ours(arch: dict, dense: bool = False) -> dict:
+    """Official PVT v1 ``PyramidVisionTransformer`` kwargs (``norm_layer`` as a string) -> our
+    :class:`PVTPEG` kwargs: learnable per-stage tables at ``img_size``, no PEG; the classifier
+    (``dense=False``) keeps the class token and returns it after the final norm (``norm3``), the
+    detection/segmentation copy (``dense=True``) returns the four maps (``F4``: the last only).
+
+    Refused, naming the option: ``num_stages`` other than 4 (the official code indexes stage 4
+    by hand), ``patch_size`` other than 4 (the official tables of stages 2-4 are sized from
+    ``img_size // 2**(i+1)``, which is the stage grid only with a 4x4 stem), an ``img_size`` not
+    divisible by the total stride, ``norm_layer`` other than LayerNorm, ``F4`` / ``pretrained``
+    without ``dense``, unknown options. No-ops: ``num_classes`` (the head), ``pretrained=None``.
+    """
+    unknown = sorted(set(arch) - set(OFFICIAL_PVT_V1_DEFAULTS))
+    if unknown:
+        raise ValueError(f'unknown official PVT v1 options {unknown}; known: {sorted(OFFICIAL_PVT_V1_DEFAULTS)}')
+    a = {**OFFICIAL_PVT_V1_DEFAULTS, **arch}
+    if not dense and (a['F4'] or a['pretrained'] is not None):
+        raise ValueError('official F4/pretrained exist only in the detection/segmentation PVT v1: pass dense=True')
+    if a['pretrained'] is not None:
+        raise ValueError("official pretrained=... loads a file inside the constructor: load it with init_cfg=dict("
+                         "type='Pretrained', checkpoint=...) instead")
+    if int(a['num_stages']) != 4 or len(a['depths']) != 4:
+        raise ValueError(f"official PVT v1 num_stages={a['num_stages']} (depths {a['depths']}) is not supported: the "
+                         'official model hard-codes stage 4 (class token, final norm)')
+    if int(a['patch_size']) != 4:
+        raise ValueError(f"official PVT v1 patch_size={a['patch_size']} is not supported: its stage 2-4 position "
+                         'tables are sized img_size // 2**(i+1) // 2, the stage grid only with patch_size=4')
+    if int(a['img_size']) % 32:
+        raise ValueError(f"official PVT v1 img_size={a['img_size']} is not supported: it must be divisible by the "
+                         'total stride 32 (non-divisible sizes give stage tables off the stage grids)')
+    spec = str(a['norm_layer']).replace(' ', '').replace('nn.', '')
+    if spec == 'LayerNorm':
+        eps = 1e-5
+    elif spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
+        eps = float(spec[len('partial(LayerNorm,eps='):-1])
+    else:
+        raise ValueError(f"official norm_layer={a['norm_layer']!r} is not supported: only nn.LayerNorm (any eps) is")
+    ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
+                          mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
+                in_channels=int(a['in_chans']), patch_sizes=[4, 2, 2, 2], qkv_bias=bool(a['qkv_bias']),
+                qk_scale=a['qk_scale'], drop_rate=float(a['drop_rate']), attn_drop_rate=float(a['attn_drop_rate']),
+                drop_path_rate=float(a['drop_path_rate']), norm_cfg=dict(type='LN', eps=eps),
+                peg_after_block=None, pos_embed_type='learnable', pretrain_img_size=int(a['img_size']))
+    if dense:
+        ours.update(out_indices=(3, ) if a['F4'] else (0, 1, 2, 3))
+    else:
+        ours.update(with_cls_token=True, out_type='cls_token', out_indices=(3, ),
+                    norm_after_stage=[False, False, False, True])
     return ours

@@ -22,6 +22,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 
@@ -64,7 +65,9 @@ class AbsolutePositionEmbedding(BaseModule):
         pos_type (str): 'learnable' or 'sincos'.
         num_extra_tokens (int): leading tokens (cls token) that also get a learnable entry
             (DeiT) or a zero vector (sin-cos).
-        interpolate_mode (str): resize mode of the learnable table at other grids ('bicubic', DeiT).
+        interpolate_mode (str): resize mode of the learnable table at other grids: 'bicubic' (DeiT,
+            through mmpretrain's ``resize_pos_embed``, which resizes in float32) or 'bilinear' (PVT v1,
+            mmdet), resized in the table's own dtype.
     """
 
     def __init__(self, embed_dims: int, grid_size: Tuple[int, int], pos_type: str = 'learnable',
@@ -72,6 +75,9 @@ class AbsolutePositionEmbedding(BaseModule):
         super().__init__(init_cfg=init_cfg)
         if pos_type not in ABS_POS_TYPES:
             raise ValueError(f'unknown absolute position encoding {pos_type!r}; choose one of {ABS_POS_TYPES}')
+        if interpolate_mode not in ('bicubic', 'bilinear'):
+            raise ValueError(f"unknown interpolate_mode {interpolate_mode!r}; choose 'bicubic' (DeiT) or 'bilinear' "
+                             '(PVT v1)')
         self.embed_dims = embed_dims
         self.grid_size = (int(grid_size[0]), int(grid_size[1]))
         self.pos_type = pos_type
@@ -99,9 +105,15 @@ class AbsolutePositionEmbedding(BaseModule):
             return emb
         if hw_shape == self.grid_size:
             return self.pos_embed
-        from mmpretrain.models.utils import resize_pos_embed
-        return resize_pos_embed(self.pos_embed, self.grid_size, hw_shape, mode=self.interpolate_mode,
-                                num_extra_tokens=self.num_extra_tokens)
+        if self.interpolate_mode == 'bicubic':
+            from mmpretrain.models.utils import resize_pos_embed
+            return resize_pos_embed(self.pos_embed, self.grid_size, hw_shape, mode=self.interpolate_mode,
+                                    num_extra_tokens=self.num_extra_tokens)
+        # other modes (PVT v1 / mmdet: 'bilinear') in the table's own dtype, align_corners=False
+        n, (h, w) = self.num_extra_tokens, self.grid_size
+        grid = self.pos_embed[:, n:].reshape(1, h, w, -1).permute(0, 3, 1, 2)
+        grid = F.interpolate(grid, size=hw_shape, mode=self.interpolate_mode, align_corners=False)
+        return torch.cat([self.pos_embed[:, :n], grid.flatten(2).transpose(1, 2)], dim=1)
 
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
         if x.shape[1] != self.num_extra_tokens + hw_shape[0] * hw_shape[1]:

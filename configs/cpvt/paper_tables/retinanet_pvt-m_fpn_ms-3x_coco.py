@@ -1,0 +1,22 @@
+# RetinaNet + PVT-medium (PVT v1: per-stage position tables, no PEG), COCO 3x + multi-scale (CPVT Table 13:
+# 43.2 mAP, reported).
+# Recipe and dense backbone as the PVT-medium+PEG+GAP row (../retinanet_pvt-peg-m_fpn_ms-3x_coco.py; CPVT
+# B.6: "carefully controlled settings"); only the backbone options and its ImageNet checkpoint differ.
+# Checkpoint: train pvt-m_8xb128_in1k.py, or convert the official pvt_medium.pth (github.com/whai362/PVT)
+# with tools/model_converters/pcpvt2mmposmlp.py, and keep its weights as
+# checkpoints/pvt-m_in1k_mmposmlp.pth.
+_base_ = '../retinanet_pvt-peg-m_fpn_ms-3x_coco.py'
+
+model = dict(
+    backbone=dict(
+        pos_embed_type='learnable',
+        peg_after_block=None,
+        init_cfg=dict(
+            checkpoint='checkpoints/pvt-m_in1k_mmposmlp.pth',
+            # the classifier's final norm and its class token: a dense backbone has neither (as in the
+            # official dense PVT v1 and mmdet); the class-token slot of the stage-4 position table is
+            # dropped with it (logged), as mmdet's pvt_convert does
+            ignore_keys=['norm3.*', 'cls_token'])))
+
+# no PEG: the norms alone keep weight decay 0 (PVT v1 decays its position tables)
+optim_wrapper = dict(paramwise_cfg=dict(custom_keys=dict(_delete_=True, norm=dict(decay_mult=0.))))
