@@ -1,9 +1,13 @@
 """CPVT (DeiT + PEG): PEG positions, heads, any input size (Table 2), params (Tables 4/9/12)."""
+import os.path as osp
+
 import pytest
 import torch
 
 from mmposmlp.models.backbones.cpvt import CPVT
 from mmposmlp.registry import MODELS
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 SMALL = dict(embed_dims=32, num_layers=6, num_heads=2, feedforward_channels=64)
 
@@ -129,3 +133,49 @@ def test_param_counts(arch, deit, dims, table9):
     assert round(ours / 1e6) == table9  # Table 9 / Table 2: 6M / 22M / 86M
     gap = _count(CPVT(arch, with_cls_token=False, out_type='avg_featmap', final_norm=False)) + dims * 1000 + 1000
     assert gap == ours - dims  # GAP: no cls token (ln2 replaces ln1)
+
+
+# ---------------------------------------------------------------- Table 16: CvT's convolutional projection
+def test_conv_projection_with_identity_convs_is_plain_attention_fp64():
+    """Centre-tap-1, zero-bias depthwise convs leave q, k, v inputs unchanged: the block equals DeiT's exactly, so
+    the split of the fused qkv Linear into its q / k / v thirds is right; other weights change every grid token
+    but never the class token's q/k/v input."""
+    arch = dict(embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32)
+    torch.manual_seed(0)
+    plain = CPVT(arch, peg_positions=(), out_type='raw').double().eval()
+    conv = CPVT(arch, peg_positions=(), conv_proj_blocks=(1, ), out_type='raw').double().eval()
+    missing, unexpected = conv.load_state_dict(plain.state_dict(), strict=False)
+    assert not unexpected and sorted(missing) == sorted(f'layers.1.attn.conv_proj.{n}.{p}' for n in 'qkv'
+                                                        for p in ('weight', 'bias'))
+    proj = conv.layers[1].attn.conv_proj
+    with torch.no_grad():
+        for c in (proj.q, proj.k, proj.v):
+            c.weight.zero_()
+            c.weight[:, 0, 1, 1] = 1
+            c.bias.zero_()
+    x = torch.randn(2, 3, 48, 64, dtype=torch.float64)
+    torch.testing.assert_close(conv(x)[0], plain(x)[0], rtol=0, atol=1e-13)
+    with torch.no_grad():
+        for c in (proj.q, proj.k, proj.v):
+            c.weight.normal_()
+            c.bias.normal_()
+    assert not torch.allclose(conv(x)[0], plain(x)[0])
+    tokens = torch.randn(2, 1 + 3 * 4, 16, dtype=torch.float64)
+    q, k, v = proj(tokens, (3, 4), num_extra_tokens=1)
+    assert all(torch.equal(t[:, :1], tokens[:, :1]) for t in (q, k, v))
+    assert all(not torch.allclose(t[:, 1:], tokens[:, 1:]) for t in (q, k, v))
+
+
+def test_table16_config_has_the_papers_exact_parameter_count():
+    from mmposmlp.testing import build_model_from_cfg
+    model, _ = build_model_from_cfg(osp.join(ROOT, 'configs', 'cpvt', 'paper_tables',
+                                             'deit-ti-convproj_8xb128_in1k.py'))
+    assert sum(p.numel() for p in model.parameters()) == 5_685_352  # CPVT Table 16
+    assert model.backbone.conv_proj_blocks == [1] and not len(model.backbone.pegs)
+
+
+@pytest.mark.parametrize('blocks,match', [((12, ), r'conv_proj_blocks \[12\] out of range: blocks are 0 \.\. 11'),
+                                          ((-1, ), r'conv_proj_blocks \[-1\] out of range')])
+def test_conv_projection_blocks_out_of_range_are_refused(blocks, match):
+    with pytest.raises(ValueError, match=match):
+        CPVT('tiny', conv_proj_blocks=blocks)

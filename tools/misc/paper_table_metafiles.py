@@ -90,6 +90,8 @@ ROWS = {
     'cpvt-s-peg0-1_8xb128_in1k': (f'{_C} Table 12, 0-1 small', top1(79.9), 22.0, None),
     'cpvt-s-peg0-11_8xb128_in1k': (f'{_C} Table 12, 0-11 small', top1(80.6), 23.8, None),
     'cpvt-ti-posnone_8xb128_in1k': (f'{_C} Table 6, no PEG (no position encoding)', top1(68.2), None, None),
+    'deit-ti-convproj_8xb128_in1k': (f'{_C} Table 16, DeiT-tiny + CvT convolutional projection at position 0',
+                                     top1(70.6), 5.685352, None),
     'cpvt-ti-posm1_8xb128_in1k': (f'{_C} Table 6, position -1', top1(70.6), 5.7, None),
     'cpvt-ti-pos3_8xb128_in1k': (f'{_C} Table 6, position 3', top1(72.3), None, None),
     'cpvt-ti-pos6_8xb128_in1k': (f'{_C} Table 6, position 6', top1(71.7), None, None),

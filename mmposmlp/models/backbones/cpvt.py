@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks import DropPath
@@ -22,6 +23,7 @@ from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_ini
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.models.layers.position_encoding import AbsolutePositionEmbedding, RelativePositionEncoding2d
 from mmposmlp.registry import MODELS
+from ..layers.grouped_conv import GroupedConv2d
 from .base import FrozenStagesMixin
 from .pvt_peg import build_ffn
 
@@ -43,8 +45,15 @@ class MultiheadSelfAttention(BaseModule):
     def forward(self, x, rpe=None, hw_shape=None, num_extra_tokens=0):
         """``rpe``: an optional :class:`RelativePositionEncoding2d` (Shaw et al. Eq. (3)-(4))."""
         B, N, C = x.shape
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
+        conv_proj = getattr(self, 'conv_proj', None)
+        if conv_proj is None:
+            qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+        else:  # q, k, v each from its own convolved input, through its third of the qkv Linear
+            bias = self.qkv.bias.chunk(3) if self.qkv.bias is not None else (None, ) * 3
+            q, k, v = (F.linear(t, w, b).reshape(B, N, self.num_heads, C // self.num_heads).transpose(1, 2)
+                       for t, w, b in zip(conv_proj(x, hw_shape, num_extra_tokens), self.qkv.weight.chunk(3),
+                                          bias))
         logits = (q @ k.transpose(-2, -1)) * self.scale
         if rpe is not None:
             logits = logits + rpe.attention_logits(q, self.scale, hw_shape, num_extra_tokens)
@@ -55,6 +64,29 @@ class MultiheadSelfAttention(BaseModule):
             if extra is not None:
                 out = out + extra
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, N, C)))
+
+
+class ConvProjection(BaseModule):
+    """CvT's convolutional projection (Wu et al. 2021, Sec. 3.2) as CPVT Table 16 inserts it into one
+    DeiT block: a depthwise ``k x k`` convolution (with bias) of the token grid for each of q, k and v,
+    applied before the block's q/k/v linear projections. Extra tokens (cls, dist) have no grid
+    position and pass unchanged, as in CvT. Stride 1 for all three (Table 16's count fixes neither
+    BN nor a stride; three biased 3x3 depthwise convs give its +5,760 parameters on DeiT-tiny)."""
+
+    def __init__(self, embed_dims: int, kernel_size: int = 3):
+        super().__init__()
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f'conv_proj kernel_size must be a positive odd number, got {kernel_size}')
+        self.q, self.k, self.v = (GroupedConv2d(embed_dims, embed_dims, kernel_size, padding=kernel_size // 2,
+                                                groups=embed_dims) for _ in range(3))
+
+    def forward(self, x, hw_shape, num_extra_tokens=0):
+        """(B, N, C) tokens -> the q, k and v inputs, each (B, N, C)."""
+        B, N, C = x.shape
+        extra, grid = x[:, :num_extra_tokens], x[:, num_extra_tokens:]
+        grid = grid.transpose(1, 2).reshape(B, C, *hw_shape)
+        return tuple(torch.cat([extra, conv(grid).flatten(2).transpose(1, 2)], dim=1)
+                     for conv in (self.q, self.k, self.v))
 
 
 class CPVTBlock(BaseModule):
@@ -133,6 +165,9 @@ class CPVT(FrozenStagesMixin, BaseModule):
             (Tables 1, 7, 8): kwargs of :class:`mmposmlp.RelativePositionEncoding2d`
             (``max_distance``, ``mode``) plus ``shared`` (one table used by all blocks, default
             False = one per block).
+        conv_proj_blocks (Sequence[int]): blocks whose attention takes CvT's convolutional projection
+            (:class:`ConvProjection`: a biased depthwise 3x3 conv per q/k/v before the projections),
+            Table 16's "DeiT + Convolutional Projection" at position 0. Default none.
         norm_eval, with_cp, init_cfg: as usual; a Pretrained init raises on missing keys and on
             checkpoint keys with no place in the backbone unless ``ignore_keys=[patterns]``.
     """
@@ -167,6 +202,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
                  ffn_cfg: Optional[dict] = None,
                  pos_embed_type: Optional[str] = None,
                  rpe_cfg: Optional[dict] = None,
+                 conv_proj_blocks: Sequence[int] = (),
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
@@ -239,6 +275,13 @@ class CPVT(FrozenStagesMixin, BaseModule):
                       RelativePositionEncoding2d(head_dims, heads, **rpe_cfg)
                       if with_rpe and not rpe_shared else None)
             for i in range(self.num_layers)])
+        conv_proj_blocks = sorted(set(int(b) for b in conv_proj_blocks))
+        bad = [b for b in conv_proj_blocks if not 0 <= b < self.num_layers]
+        if bad:
+            raise ValueError(f'conv_proj_blocks {bad} out of range: blocks are 0 .. {self.num_layers - 1}')
+        self.conv_proj_blocks = conv_proj_blocks
+        for b in conv_proj_blocks:
+            self.layers[b].attn.conv_proj = ConvProjection(C)
         if final_norm:
             self.ln1 = build_norm_layer(norm_cfg, C)[1]
         if out_type == 'avg_featmap':
