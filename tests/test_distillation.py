@@ -449,3 +449,29 @@ def test_imlp_kd_config_loads_an_official_format_deit_file_and_pairs_all_12_bloc
     assert seen == [torch.Size([1, 197, 192])] * 12
     assert set(losses) == {'loss', 'loss_feature_distill'} and losses['loss_feature_distill'] > 0
     torch.testing.assert_close(model.teacher.logits(x), official.eval()(x), rtol=0, atol=0)
+
+
+@pytest.mark.slow  # ~40 s: a 2-process gloo run of the distilled toy
+def test_distilled_toy_trains_with_ddp_and_both_ranks_agree(toy_data, tmp_path):
+    """tools/dist_train.sh with 2 processes: the teacher lives outside the DDP-wrapped student (no broadcast,
+    no gradient bucket), each rank loads it from the same file; training and evaluation run and both ranks end
+    with the same student weights."""
+    import subprocess
+    import sys
+
+    from resume_harness import toy_cwd
+    root = osp.dirname(osp.dirname(osp.abspath(__file__)))
+    cwd = toy_cwd(tmp_path, toy_data)
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text(f"_base_ = ['{root}/configs/cpvt/toy/cpvt-ti-distilled_toy-in1k.py']\n"
+                   "custom_hooks = [dict(type='mmposmlp.SaveRankWeightsHook')]\n")
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=root)
+    env['PATH'] = osp.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
+    res = subprocess.run(['bash', osp.join(root, 'tools', 'dist_train.sh'), str(cfg), '2', '--work-dir',
+                          str(tmp_path / 'work')], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    log = res.stdout + res.stderr
+    assert 'loss_distill' in log and 'accuracy/top1' in log
+    r0, r1 = (torch.load(tmp_path / 'work' / f'rank{r}_final.pth', weights_only=True)['params'] for r in (0, 1))
+    assert len(r0) > 10 and r0.keys() == r1.keys() and all(torch.equal(v, r1[k]) for k, v in r0.items())
+    assert not any(k.startswith('teacher') for k in r0)
