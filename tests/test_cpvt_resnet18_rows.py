@@ -18,13 +18,13 @@ PAPER_TABLES = osp.join(ROOT, 'configs', 'cpvt', 'paper_tables')
 
 # config -> (our count, Table 13's figure in M)
 ROWS = {
-    'resnet18_8xb32_in1k.py': (11_689_512, 12),
+    'resnet18_8xb32-90e_in1k.py': (11_689_512, 12),
     'fpn_r18_8xb4-40k_ade20k-512x512.py': (15_446_006, 16),
-    'retinanet_r18_fpn_1x_coco.py': (21_410_100, 21),
+    'retinanet_r18_fpn_8xb2-1x_coco.py': (21_410_100, 21),
 }
 UPSTREAM = {
-    'resnet18_8xb32_in1k.py': ('mmpretrain', 'resnet/resnet18_8xb32_in1k.py'),
-    'retinanet_r18_fpn_1x_coco.py': ('mmdet', 'retinanet/retinanet_r18_fpn_1x_coco.py'),
+    'resnet18_8xb32-90e_in1k.py': ('mmpretrain', 'resnet/resnet18_8xb32_in1k.py'),
+    'retinanet_r18_fpn_8xb2-1x_coco.py': ('mmdet', 'retinanet/retinanet_r18_fpn_1x_coco.py'),
 }
 
 
@@ -67,7 +67,7 @@ def test_resnet18_rows_build_with_table13_params_and_run(name):
 def test_resnet18_classifier_is_torchvision_resnet18():
     """Table 13's 69.8 is torchvision's released resnet18: same architecture, same parameter shapes."""
     torchvision = pytest.importorskip('torchvision')
-    _, model = _build('resnet18_8xb32_in1k.py')
+    _, model = _build('resnet18_8xb32-90e_in1k.py')
     ours = [tuple(p.shape) for p in model.parameters()]
     theirs = [tuple(p.shape) for p in torchvision.models.resnet18().parameters()]
     assert ours == theirs
@@ -83,7 +83,7 @@ def test_resnet18_rows_keep_the_upstream_model(name):
 
 
 def test_resnet18_imagenet_recipe_is_torchvision_90_epochs():
-    cfg = _cfg('resnet18_8xb32_in1k.py')
+    cfg = _cfg('resnet18_8xb32-90e_in1k.py')
     assert cfg.train_cfg.max_epochs == 90 and cfg.train_dataloader.batch_size == 32
     assert cfg.optim_wrapper.optimizer == dict(type='SGD', lr=0.1, momentum=0.9, weight_decay=1e-4,
                                                _scope_='mmpretrain')
@@ -118,8 +118,8 @@ def test_resnet18_semantic_fpn_is_pvt_fpn_r18_recipe():
 
 
 def test_resnet18_retinanet_3x_is_the_1x_model_with_the_table13_3x_schedule():
-    three = _cfg('retinanet_r18_fpn_ms-3x_coco.py')
-    one = _cfg('retinanet_r18_fpn_1x_coco.py')
+    three = _cfg('retinanet_r18_fpn_8xb2-ms-3x_coco.py')
+    one = _cfg('retinanet_r18_fpn_8xb2-1x_coco.py')
     pvt = _cfg(osp.join('..', 'retinanet_pvt-peg-t_fpn_ms-3x_coco.py'))
     assert three.model.to_dict() == one.model.to_dict()
     assert three.optim_wrapper.to_dict() == one.optim_wrapper.to_dict()
