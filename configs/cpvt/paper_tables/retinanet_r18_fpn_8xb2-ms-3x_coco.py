@@ -1,12 +1,13 @@
 # RetinaNet + ResNet-18, COCO 3x schedule with multi-scale training: the CNN reference row of CPVT Table 13
 # (21M params, 35.4 mAP "3x, +MS", reported; the PVT paper's ResNet-18 reference figure).
-# Recipe: the 1x config's model and SGD optimizer (./retinanet_r18_fpn_8xb2-1x_coco.py: mmdet's ResNet-18
-# RetinaNet), with the schedule and augmentation of the table's PVT rows (../retinanet_pvt-peg-t_fpn_ms-3x_coco.py,
-# the authors' Twins retinanet_pcpvt_s_fpn_3x_ms_coco.py): 36 epochs, steps at 27 and 33, 500-iter warm-up;
-# flip, then either a resize of the short side to one of 480..800 (step 32, long side <= 1333) or a resize to
-# 400/500/600, an absolute-range crop of 384..600 and a resize to 480..800. The paper does not say how its
-# ResNet-18 baseline was augmented (PVT's paper describes a 640..800 short side for its own 3x runs:
-# mmdet's retinanet_r50_fpn_ms-640-800-3x_coco.py recipe).
+# Recipe: the 1x config's model and SGD optimizer (./retinanet_r18_fpn_8xb2-1x_coco.py: mmdet's
+# ResNet-18 RetinaNet), with the schedule and augmentation of the table's PVT rows
+# (../retinanet_pvt-peg-t_fpn_ms-3x_coco.py, the authors' Twins retinanet_pcpvt_s_fpn_3x_ms_coco.py):
+# 36 epochs, steps at 27 and 33, 500-iter warm-up; flip, then either a resize of the short side to one of
+# 480..800 (step 32, long side <= 1333) or a resize to 400/500/600, an absolute-range crop of 384..600 and
+# a resize to 480..800. CPVT does not say how its ResNet-18 baseline was trained at 3x; mmdet's own
+# multi-scale 3x ResNet recipe (retinanet_r50_fpn_ms-640-800-3x_coco.py: short side 640..800) is the
+# other candidate.
 _base_ = './retinanet_r18_fpn_8xb2-1x_coco.py'
 
 _scales = [(480, 1333), (512, 1333), (544, 1333), (576, 1333), (608, 1333), (640, 1333), (672, 1333),
