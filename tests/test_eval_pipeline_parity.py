@@ -5,6 +5,8 @@ The official ImageNet evaluations are torchvision/timm transforms on PIL images:
 ``Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)``; the short side is timm's
 ``floor(224 / crop_pct)`` or DeiT's ``int(224 / 0.875)``; configs evaluated at another resolution ``S``
 (``-<S>px`` in the name: PosMLP Table 2's 384, CPVT Table 2's 160-512) use the same rule with ``S`` for 224.
+ResNet-18 (CPVT Table 13's reference row, torchvision's released model) is evaluated with torchvision's
+``Resize(256)`` (PIL BILINEAR, antialiased) instead: its entry names the interpolation as a fourth item.
 The table below keeps, per config, the official short-side rule and its source; our ``test_pipeline`` +
 ``data_preprocessor`` must give the same tensor within one grey level for every shipped ImageNet config.
 """
@@ -47,6 +49,8 @@ OFFICIAL_EVAL = {
                      'PoolFormer default_cfgs poolformer_m crop_pct 0.95'),
     'lvt-': (lambda S: math.floor(S / 0.96), 'timm transforms_imagenet_eval, crop_pct 0.96',
              'LVT lvt_cls default_cfg crop_pct 0.96 (the IMLP LVT hosts)'),
+    'resnet18_': (lambda S: int(S / 0.875), 'torchvision references/classification presets: Resize(256) '
+                  'bilinear, CenterCrop(224)', 'ResNet-18 row of CPVT Table 13 = torchvision resnet18', 'bilinear'),
     'swin-': (lambda S: int(S / 0.875), 'Swin data/build.py: Resize(int(256/224*S), bicubic), CenterCrop',
               'IMLP: the original method\'s evaluation'),
 }
@@ -80,10 +84,11 @@ def jpegs(tmp_path_factory):
     return out
 
 
-def _official(path, short_side, size=224):
+def _official(path, short_side, size=224, interpolation='bicubic'):
     from PIL import Image
     from torchvision import transforms as T
-    tf = T.Compose([T.Resize(short_side, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(size),
+    mode = {'bicubic': T.InterpolationMode.BICUBIC, 'bilinear': T.InterpolationMode.BILINEAR}[interpolation]
+    tf = T.Compose([T.Resize(short_side, interpolation=mode), T.CenterCrop(size),
                     T.ToTensor(), T.Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)])
     with open(path, 'rb') as f:
         img = Image.open(f).convert('RGB')
@@ -109,10 +114,12 @@ def test_imagenet_eval_input_matches_official(cfg_path, jpegs):
     cfg = Config.fromfile(cfg_path)
     found = re.search(r'-(\d+)px$', osp.basename(cfg_path)[:-3])
     size = int(found.group(1)) if found else 224
-    short_side = _official_entry(osp.basename(cfg_path))[0](size)
+    entry = _official_entry(osp.basename(cfg_path))
+    short_side = entry[0](size)
+    interpolation = entry[3] if len(entry) > 3 else 'bicubic'
     std = torch.tensor(IMAGENET_DEFAULT_STD).view(3, 1, 1) * 255
     for path in jpegs:
-        ref = _official(path, short_side, size)
+        ref = _official(path, short_side, size, interpolation)
         ours = _ours(cfg, path)
         assert ours.shape == ref.shape == (3, size, size)
         grey = ((ours - ref).abs() * std).max().item()

@@ -211,6 +211,11 @@ ROWS = {
     'retinanet_pvt-s_fpn_ms-3x_coco': (f'{_C} Table 13, RetinaNet 3x + MS, PVT-small', {'box AP': 42.2}, 34, None),
     'retinanet_pvt-m_fpn_1x_coco': (f'{_C} Table 13, RetinaNet 1x, PVT-Medium', {'box AP': 41.9}, 54, None),
     'retinanet_pvt-m_fpn_ms-3x_coco': (f'{_C} Table 13, RetinaNet 3x + MS, PVT-Medium', {'box AP': 43.2}, 54, None),
+    # CPVT Table 13's ResNet-18 reference rows (the PVT paper's figures; upstream ResNet-18 configs)
+    'resnet18_8xb32-90e_in1k': (f'{_C} Table 13, ResNet-18', top1(69.8), 12, None),
+    'fpn_r18_8xb4-40k_ade20k-512x512': (f'{_C} Table 13, Semantic FPN, ResNet-18', {'mIoU': 32.9}, 16, None),
+    'retinanet_r18_fpn_8xb2-1x_coco': (f'{_C} Table 13, RetinaNet 1x, ResNet-18', {'box AP': 31.8}, 21, None),
+    'retinanet_r18_fpn_8xb2-ms-3x_coco': (f'{_C} Table 13, RetinaNet 3x + MS, ResNet-18', {'box AP': 35.4}, 21, None),
     # CPVT Table 2's DeiT-base row (224 = its training config, the other sizes evaluated without fine-tuning)
     'deit-b-le_8xb128_in1k': (f'{_C} Table 2, DeiT-base at 224x224', top1(81.8), 86, None),
     'deit-b-le_8xb128_in1k-160px': (f'{_C} Table 2, DeiT-base{_T2.format("160x160")}', top1(79.1), 86, None),
