@@ -57,12 +57,7 @@ def _option(argv, names, default):
 
 
 def _master_port(argv):
-    for i, a in enumerate(argv):
-        if a in ('--master_port', '--master-port') and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith('--master_port=') or a.startswith('--master-port='):
-            return a.split('=', 1)[1]
-    return '29500'
+    return _option(argv, ('--master_port', '--master-port'), '29500')
 
 
 def _describe_exit(code: int, killed_as=None) -> str:

@@ -660,6 +660,17 @@ OFFICIAL_DEFAULTS = dict(img_size=224, patch_size=4, in_chans=3, num_classes=100
                          sr_ratios=[8, 4, 2, 1], block_cls='Block', F4=False, extra_norm=False)
 
 
+def _official_layernorm_eps(norm_layer) -> float:
+    """The eps of an official ``norm_layer`` (``nn.LayerNorm`` or ``partial(nn.LayerNorm, eps=...)``); any
+    other norm is refused."""
+    spec = str(norm_layer).replace(' ', '').replace('nn.', '')
+    if spec == 'LayerNorm':
+        return 1e-5
+    if spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
+        return float(spec[len('partial(LayerNorm,eps='):-1])
+    raise ValueError(f"official norm_layer={norm_layer!r} is not supported: only nn.LayerNorm (any eps) is")
+
+
 def official_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     """Official Twins ``CPVTV2`` constructor kwargs (``norm_layer`` as a string, e.g.
     ``"partial(nn.LayerNorm, eps=1e-6)"``) -> our :class:`PVTPEG` kwargs.
@@ -680,13 +691,7 @@ def official_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     if str(a['block_cls']).split('.')[-1] != 'Block':
         raise ValueError(f"official block_cls={a['block_cls']!r} is not supported: only Block (spatial-reduction "
                          'attention, PCPVT) has an equivalent here')
-    spec = str(a['norm_layer']).replace(' ', '').replace('nn.', '')
-    if spec == 'LayerNorm':
-        eps = 1e-5
-    elif spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
-        eps = float(spec[len('partial(LayerNorm,eps='):-1])
-    else:
-        raise ValueError(f"official norm_layer={a['norm_layer']!r} is not supported: only nn.LayerNorm (any eps) is")
+    eps = _official_layernorm_eps(a['norm_layer'])
     n = len(a['depths'])
     ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
                           mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
@@ -740,13 +745,7 @@ def official_pvt_v1_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     if int(a['img_size']) % 32:
         raise ValueError(f"official PVT v1 img_size={a['img_size']} is not supported: it must be divisible by the "
                          'total stride 32 (non-divisible sizes give stage tables off the stage grids)')
-    spec = str(a['norm_layer']).replace(' ', '').replace('nn.', '')
-    if spec == 'LayerNorm':
-        eps = 1e-5
-    elif spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
-        eps = float(spec[len('partial(LayerNorm,eps='):-1])
-    else:
-        raise ValueError(f"official norm_layer={a['norm_layer']!r} is not supported: only nn.LayerNorm (any eps) is")
+    eps = _official_layernorm_eps(a['norm_layer'])
     ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
                           mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
                 in_channels=int(a['in_chans']), patch_sizes=[4, 2, 2, 2], qkv_bias=bool(a['qkv_bias']),

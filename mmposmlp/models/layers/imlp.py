@@ -345,24 +345,26 @@ class IMLP(BaseModule):
         B, N, Ch = h.shape
         H, W = hw_shape
         n_extra = self._num_extra(N, H, W)
-        if (self._affine_dw_norm() is not None and not (torch.is_grad_enabled() and h.requires_grad)
-                and not torch.jit.is_tracing()):  # traced (FLOP counting, ONNX): the defining ops
-            return self._tokens_spatial_inference(h, H, W, n_extra)
+        if not (torch.is_grad_enabled() and h.requires_grad) and not torch.jit.is_tracing():
+            affine = self._affine_dw_norm()  # traced (FLOP counting, ONNX): the defining ops below
+            if affine is not None:
+                return self._tokens_spatial_inference(h, H, W, n_extra, *affine)
         grid = h[:, n_extra:].transpose(1, 2).reshape(B, Ch, H, W)
         if n_extra == 0 or self.extra_tokens == 'skip':
             grid = self.spatial_enhance(grid).flatten(2).transpose(1, 2)
             return grid if n_extra == 0 else torch.cat([h[:, :n_extra], grid], dim=1)
-        # 'isolated': every extra token is a lone pixel (zero padding around it), so the
-        # depthwise conv reduces to its centre tap; BN (shared statistics) + act as the grid.
-        k = self.kernel_size // 2
-        extra = h[:, :n_extra] * self.dw_conv.weight[:, 0, k, k]
-        if self.dw_conv.bias is not None:
-            extra = extra + self.dw_conv.bias
-        z = torch.cat([extra.transpose(1, 2), self.dw_conv(grid).flatten(2)], dim=2)
+        # 'isolated': BN (shared statistics) + act as the grid
+        z = torch.cat([self._lone_pixel_conv(h[:, :n_extra]).transpose(1, 2), self.dw_conv(grid).flatten(2)], dim=2)
         # as a (B, C, 1, L) map: torch 2.13's CPU BatchNorm backward returns wrong gradients
         # for (B, C, L, 1) inputs whose incoming gradient is transposed (see the gradcheck test)
         z = self.dw_act(self.dw_norm(z.unsqueeze(2))).squeeze(2).transpose(1, 2)
         return h + z if self.dw_residual else z
+
+    def _lone_pixel_conv(self, extra: torch.Tensor) -> torch.Tensor:
+        """The DW conv of extra tokens (B, n, C) as lone pixels (zero padding all around): its centre tap."""
+        k = self.kernel_size // 2
+        out = extra * self.dw_conv.weight[:, 0, k, k]
+        return out if self.dw_conv.bias is None else out + self.dw_conv.bias
 
     def _affine_dw_norm(self):
         """The DW block's norm as a per-channel ``(scale, shift)`` when it is one (an eval-mode
@@ -379,13 +381,13 @@ class IMLP(BaseModule):
             shift = shift + norm.bias
         return scale, shift
 
-    def _tokens_spatial_inference(self, h: torch.Tensor, H: int, W: int, n_extra: int) -> torch.Tensor:
-        """:meth:`_tokens_spatial` without autograd and with a per-channel affine norm (eval mode): the
-        token tensor stays channels-last throughout (the DW conv reads it as a channels-last NCHW
-        view, the norm is applied per token), so no layout copy is made. Same result up to float
-        rounding (tested in float64)."""
+    def _tokens_spatial_inference(self, h: torch.Tensor, H: int, W: int, n_extra: int,
+                                  scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        """:meth:`_tokens_spatial` without autograd and with the norm as a per-channel affine
+        ``(scale, shift)`` (:meth:`_affine_dw_norm`): the tokens stay channels-last (the DW conv runs
+        on a channels-last NCHW view, the norm is applied per token), so the transposes to and from
+        NCHW are not made. Same result up to float rounding (tested in float64)."""
         B, N, Ch = h.shape
-        scale, shift = self._affine_dw_norm()
         grid = h[:, n_extra:].reshape(B, H, W, Ch).permute(0, 3, 1, 2)
         conv = self.dw_conv(grid.contiguous(memory_format=torch.channels_last))
         z = torch.empty_like(h)
@@ -393,10 +395,8 @@ class IMLP(BaseModule):
         skip = n_extra and self.extra_tokens == 'skip'
         if skip:
             z[:, :n_extra] = 0
-        elif n_extra:  # 'isolated': the centre tap
-            k = self.kernel_size // 2
-            extra = h[:, :n_extra] * self.dw_conv.weight[:, 0, k, k]
-            z[:, :n_extra] = extra if self.dw_conv.bias is None else extra + self.dw_conv.bias
+        elif n_extra:  # 'isolated'
+            z[:, :n_extra] = self._lone_pixel_conv(h[:, :n_extra])
         z = self.dw_act(torch.addcmul(shift, z, scale))
         if self.dw_residual:
             z = h + z
