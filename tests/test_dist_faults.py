@@ -62,15 +62,18 @@ def _start(cfg, tmp_path, fault, **env):
     return proc, pid_dir
 
 
-def _wait_for_pids(proc, pid_dir, n=2, timeout=240):
+def _wait_for_pids(proc, pid_dir, n=2, timeout=240, settle=0.5):
+    """The pids the fault hook wrote (rank order) once ``n`` ranks reached the fault point; ``proc`` is the
+    job's launcher, or a list of them (one per node); ``settle`` seconds more pass before it returns."""
     t0 = time.time()
     while len(list(pid_dir.iterdir())) < n:
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f'the job ended early ({proc.returncode}): {err[-3000:]}')
+        for p in proc if isinstance(proc, list) else [proc]:
+            if p.poll() is not None:
+                out, err = p.communicate()
+                pytest.fail(f'the job ended early ({p.returncode}): {(err or out or "")[-3000:]}')
         assert time.time() - t0 < timeout, 'the ranks never reached the fault point'
         time.sleep(0.2)
-    time.sleep(0.5)
+    time.sleep(settle)
     return [int((pid_dir / f).read_text()) for f in sorted(os.listdir(pid_dir))]
 
 

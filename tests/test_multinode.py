@@ -25,6 +25,7 @@ import torch
 
 from mmposmlp.utils.compat import safe_torch_load
 
+from test_dist_faults import _alive, _wait_for_pids, fault_cfg  # noqa: F401  (fault_cfg: a fixture)
 from toolcfg import RESNET18_CLS, repo_path, write_cfg
 
 ITERS = 6
@@ -233,16 +234,11 @@ custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), dic
     assert len(safe_torch_load(str(work / f'iter_{SLURM_ITERS}.pth'))['resume_state']['rng']) == 2
 
 
-def test_a_stopped_rank_on_another_node_ends_the_job(two_nodes, toy_data, tmp_path):
+def test_a_stopped_rank_on_another_node_ends_the_job(two_nodes, fault_cfg, tmp_path):
     """Rank 1 runs on node 1 under its own host name (a UTS namespace: to the watchdog it is another machine)
     and SIGSTOPs itself; rank 0's watchdog cannot signal it. Both nodes' jobs still end soon after
     MMPOSMLP_STALL_TIMEOUT, naming the stalled rank."""
-    from test_dist_faults import FAULT_HOOK
-    (tmp_path / 'fault_hook.py').write_text(FAULT_HOOK)
-    cfg = write_cfg(tmp_path / 'cfg.py', RESNET18_CLS, toy_data, iters=ITERS, ckpt=2, extra="""
-        custom_imports = dict(imports=['fault_hook'], allow_failed_imports=False)
-        custom_hooks = [dict(type='FaultHook')]
-        """)
+    cfg = fault_cfg
     pid_dir = tmp_path / 'pids'
     pid_dir.mkdir()
     procs = []
@@ -258,13 +254,8 @@ def test_a_stopped_rank_on_another_node_ends_the_job(two_nodes, toy_data, tmp_pa
                repo_path('tools', 'dist_train.sh'), cfg, '1', '--work-dir', str(tmp_path / 'work')]
         procs.append(subprocess.Popen(cmd, cwd=repo_path(), env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, start_new_session=True))
-    t0 = time.time()
-    while len(list(pid_dir.iterdir())) < 2:
-        assert all(p.poll() is None for p in procs), [p.communicate()[0][-2000:] for p in procs]
-        assert time.time() - t0 < 300
-        time.sleep(0.2)
+    pids = _wait_for_pids(procs, pid_dir, timeout=300, settle=0)
     t1 = time.time()
-    pids = [int((pid_dir / f'rank{r}').read_text()) for r in (0, 1)]
     try:
         outs = [p.communicate(timeout=240)[0] for p in procs]
         took = time.time() - t1
@@ -322,26 +313,13 @@ def test_node_guard_ends_workers_left_running_after_the_store_is_gone(tmp_path):
     assert 2.0 <= float(took) < 20, res.stdout  # not before the timeout; a wide margin after it
 
 
-def _alive(pid):
-    try:
-        with open(f'/proc/{pid}/stat') as f:
-            return f.read().split(')')[-1].split()[0] != 'Z'
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.slow  # ~1 min: one 2-node job started and cancelled
 @pytest.mark.timeout(600)
 @pytest.mark.slurm
-def test_scancel_ends_a_two_node_slurm_job_on_both_nodes(slurm_two_nodes, toy_data, tmp_path):
+def test_scancel_ends_a_two_node_slurm_job_on_both_nodes(slurm_two_nodes, fault_cfg, tmp_path):
     """tools/slurm_train.sh, 2 nodes x 1 task, both ranks paused in iteration 2; `scancel` of the job ends the
     rank on each node and srun, within Slurm's KillWait (2 s in this cluster) plus a few seconds."""
-    from test_dist_faults import FAULT_HOOK
-    (tmp_path / 'fault_hook.py').write_text(FAULT_HOOK)
-    cfg = write_cfg(tmp_path / 'cfg.py', RESNET18_CLS, toy_data, iters=ITERS, ckpt=2, extra="""
-        custom_imports = dict(imports=['fault_hook'], allow_failed_imports=False)
-        custom_hooks = [dict(type='FaultHook')]
-        """)
+    cfg = fault_cfg
     pid_dir = tmp_path / 'pids'
     pid_dir.mkdir()
     job = f'mmposmlp-2n-scancel-{uuid.uuid4().hex[:6]}'
@@ -354,13 +332,7 @@ def test_scancel_ends_a_two_node_slurm_job_on_both_nodes(slurm_two_nodes, toy_da
                             start_new_session=True)
     pids = []
     try:
-        t0 = time.time()
-        while len(list(pid_dir.iterdir())) < 2:
-            assert proc.poll() is None, proc.communicate()[0][-3000:]
-            assert time.time() - t0 < 300, 'the ranks never reached iteration 2'
-            time.sleep(0.2)
-        time.sleep(0.5)
-        pids = [int((pid_dir / f'rank{r}').read_text()) for r in (0, 1)]
+        pids = _wait_for_pids(proc, pid_dir, timeout=300)
         where = [os.readlink(f'/proc/{p}/ns/net') for p in pids]
         assert where[0] != where[1], where  # the two ranks run on the two nodes (network namespaces)
         t1 = time.time()

@@ -113,6 +113,18 @@ def strip_prefix(state: Dict[str, torch.Tensor], prefix: Optional[str]) -> Dict[
     return out
 
 
+def backbone_of_whole_model(state: Dict[str, torch.Tensor], owner: str) -> Dict[str, torch.Tensor]:
+    """``state`` itself, or, when it holds ``backbone.`` keys (a whole classifier / detector checkpoint), its
+    backbone weights without the prefix; the other top-level parts left unused are logged by name."""
+    if not any(k.startswith('backbone.') for k in state):
+        return state
+    others = sorted({k.split('.')[0] for k in state if not k.startswith('backbone.')})
+    if others:
+        print_log(f'{owner}: using the backbone.* weights of a whole-model checkpoint; its {others} parts '
+                  'are left unused', logger='current')
+    return {k[len('backbone.'):]: v for k, v in state.items() if k.startswith('backbone.')}
+
+
 def load_state_dict_checked(module: torch.nn.Module,
                             state: Dict[str, torch.Tensor],
                             allowed_missing: Iterable[str] = (),

@@ -25,7 +25,7 @@ from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
-from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..checkpoints import backbone_of_whole_model, load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.gating import GATE_TYPES, PositionalGatingUnit, init_gated_mlp_weights
 
 LN6 = dict(type='LN', eps=1e-6)
@@ -266,10 +266,4 @@ def _maybe_convert_timm(state_dict):
     if is_timm_gmlp(state_dict):
         print_log('GMLP: converting timm gMLP keys', logger='current')
         state_dict = convert_timm_gmlp(state_dict)
-    if any(k.startswith('backbone.') for k in state_dict):
-        others = sorted({k.split('.')[0] for k in state_dict if not k.startswith('backbone.')})
-        if others:
-            print_log(f'GMLP: using the backbone.* weights of a whole-model checkpoint; its {others} parts '
-                      'are left unused', logger='current')
-        state_dict = {k[9:]: v for k, v in state_dict.items() if k.startswith('backbone.')}
-    return state_dict
+    return backbone_of_whole_model(state_dict, 'GMLP')

@@ -18,7 +18,7 @@ from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
 from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
-from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..checkpoints import backbone_of_whole_model, load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN, check_window  # noqa: F401  (registers WaveMLPFFN)
 
 BN = dict(type='BN')
@@ -416,13 +416,7 @@ def _maybe_convert_official(state_dict):
     if is_official_wavemlp(state_dict):
         print_log('WaveMLP: converting official Wave-MLP keys', logger='current')
         state_dict = convert_official_wavemlp(state_dict)
-    if any(k.startswith('backbone.') for k in state_dict):
-        others = sorted({k.split('.')[0] for k in state_dict if not k.startswith('backbone.')})
-        if others:
-            print_log(f'WaveMLP: using the backbone.* weights of a whole-model checkpoint; its {others} parts '
-                      'are left unused', logger='current')
-        state_dict = {k[9:]: v for k, v in state_dict.items() if k.startswith('backbone.')}
-    return state_dict
+    return backbone_of_whole_model(state_dict, 'WaveMLP')
 
 
 #: official ``WaveNet`` constructor defaults (``wavemlp_pytorch/models/wavemlp.py``)
