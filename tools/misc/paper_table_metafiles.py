@@ -265,10 +265,6 @@ def _dataset(scope, stem):
     return task, dataset
 
 
-def _num(v):
-    return int(v) if float(v).is_integer() else v
-
-
 def _scalar(v):
     if isinstance(v, str):
         return f"'{v}'" if any(c in v for c in ':#{}[],&*?|<>=!%@`\'"') or v != v.strip() else v
@@ -315,7 +311,7 @@ def model_entry(cfg_rel: str, collection: str, zoo: dict) -> list:
         lines += [f'      - Task: {t}', f'        Dataset: {dataset}']
         if ms:
             lines.append('        Metrics:')
-            lines += [f'          {k}: {_num(v)}  # reported ({source})' for k, v in ms.items()]
+            lines += [f'          {k}: {v}  # reported ({source})' for k, v in ms.items()]  # as printed: 38.0 stays 38.0
         else:
             lines.append(f'        Metrics: {{}}  # {source}')
     lines += [f'    Config: {cfg_rel}', '    Weights: null']
