@@ -57,6 +57,21 @@ def test_posmlp_video_table4_default_row_is_the_table3_and_table5_model():
 
 
 
+def test_posmlp_video_table3_in1k_row_is_the_in1k_model_tested_as_the_ablations():
+    """Table 3's "PoTGU+PoSGU (IN-1K)" row: the IN-1K pre-trained S with its own training, tested 16x1x1 like
+    the other rows of the table (Sec. 4.3), where the main config tests 1 clip x 3 crops (Table 9's views)."""
+    in1k = Config.fromfile(osp.join(VIDEO, 'posmlp-video-s_4xb8-u16-60e_sthv1-rgb.py')).to_dict()
+    row = Config.fromfile(osp.join(VIDEO, 'paper_tables',
+                                   'posmlp-video-s-in1k_4xb8-u16-60e_sthv1-rgb-16x1x1.py')).to_dict()
+    scratch = Config.fromfile(osp.join(VIDEO, 'posmlp-video-s-scratch_4xb8-u16-60e_sthv1-rgb.py')).to_dict()
+    assert row['model']['backbone']['init_cfg']['checkpoint'].endswith('posmlp-video-s_8xb120_in1k.pth')
+    assert sorted(k for k in set(in1k) | set(row) if in1k.get(k) != row.get(k)) == ['test_dataloader',
+                                                                                  'test_pipeline']
+    assert row['test_dataloader'] == scratch['test_dataloader']
+    crops = [t for t in row['test_pipeline'] if 'Crop' in t['type']]
+    assert [t.get('spatial_indices') for t in crops] == [(0, )]
+
+
 # ---------------------------------------------------------------------------------------------- Wave-MLP "All"
 TINY = dict(depths=[1, 1, 1, 1], embed_dims=[8, 16, 16, 32], mlp_ratios=[2, 2, 2, 2])
 
