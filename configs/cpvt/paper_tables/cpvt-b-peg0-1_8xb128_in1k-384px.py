@@ -1,9 +1,9 @@
-# CPVT Table 2 (direct evaluation at 384x384 of a model trained at 224x224, no fine-tuning): CPVT-B,
-# 82.3 top-1 at 384 (paper). Test only: train with cpvt-b_8xb128_in1k.py and evaluate its checkpoint with
-#   python tools/test.py configs/cpvt/paper_tables/cpvt-b_8xb128_in1k-384px.py CKPT
+# CPVT Table 2 (direct evaluation at 384x384 of a model trained at 224x224, no fine-tuning): CPVT-B (PEG 0-1),
+# 82.3 top-1 at 384 (paper). Test only: train with cpvt-b-peg0-1_8xb128_in1k.py and evaluate its checkpoint with
+#   python tools/test.py configs/cpvt/paper_tables/cpvt-b-peg0-1_8xb128_in1k-384px.py CKPT
 # The PEG needs no interpolation at other sizes. Resize keeps DeiT's crop ratio 0.875 (short side
 # 438, centre crop 384); the paper does not state its test resize.
-_base_ = ['../cpvt-b_8xb128_in1k.py']
+_base_ = ['./cpvt-b-peg0-1_8xb128_in1k.py']
 test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='ResizeEdge', scale=438, edge='short', backend='pillow', interpolation='bicubic'),
