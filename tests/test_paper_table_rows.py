@@ -171,3 +171,16 @@ def test_wavemlp_3x_rows_warm_up_as_the_1x_config(size):
                                      f'mask-rcnn_wavemlp-{size}_fpn_ms-3x_coco.py'))
     assert three.param_scheduler[0] == one.param_scheduler[0]
     assert three.param_scheduler[1]['milestones'] == [27, 33] and three.train_cfg.max_epochs == 36
+
+
+@pytest.mark.parametrize('size', ['t', 's', 'm'])
+def test_wavemlp_3x_rows_come_with_both_phase_estimations(size):
+    """Table 9 does not say which phase estimation its backbones use: the depthwise-phase 3x config is the
+    channel-FC one with the backbone of the depthwise-phase 1x config (Table 3's sizes), nothing else."""
+    from mmengine.config import Config
+    wave = osp.join(ROOT, 'configs', 'wavemlp')
+    fc3 = Config.fromfile(osp.join(wave, 'paper_tables', f'mask-rcnn_wavemlp-{size}_fpn_ms-3x_coco.py')).to_dict()
+    dw3 = Config.fromfile(osp.join(wave, 'paper_tables', f'mask-rcnn_wavemlp-{size}-dw_fpn_ms-3x_coco.py')).to_dict()
+    dw1 = Config.fromfile(osp.join(wave, f'mask-rcnn_wavemlp-{size}-dw_fpn_1x_coco.py')).to_dict()
+    assert [k for k in sorted(set(fc3) | set(dw3)) if fc3.get(k) != dw3.get(k)] == ['model']
+    assert dw3['model'] == dw1['model'] and dw3['model'] != fc3['model']

@@ -243,6 +243,12 @@ ROWS = {
                                            37.1, 231.3),
     'mask-rcnn_wavemlp-m_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-M', ap(46.3, 41.5),
                                            49.4, 291.3),
+    'mask-rcnn_wavemlp-t-dw_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-T (depthwise phase)',
+                                              ap(44.1, 40.1), 25.3, 196.3),
+    'mask-rcnn_wavemlp-s-dw_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-S (depthwise phase)',
+                                              ap(45.5, 41.0), 37.1, 231.3),
+    'mask-rcnn_wavemlp-m-dw_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-M (depthwise phase)',
+                                              ap(46.3, 41.5), 49.4, 291.3),
     # PosMLP-Video (Hao, Zhou et al., IJCV 2024); Table 4's body is not legible in our copy
     'posmlp-video-s-in1k_4xb8-u16-60e_sthv1-rgb-16x1x1': (f'{_V} Table 3, PoTGU+PoSGU (IN-1K), tested 16x1x1',
                                                            top1(52.24),
