@@ -308,15 +308,15 @@ class CPVT(FrozenStagesMixin, BaseModule):
         self.pos_embed_positions = pos_embed_positions
         grid = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
 
-        def abs_pos_embed():
+        def new_abs_pos_embed():
             return AbsolutePositionEmbedding(C, (grid[0] // patch_size, grid[1] // patch_size), pos_embed_type,
                                              self.num_extra_tokens)
 
         if -1 in pos_embed_positions:
-            self.abs_pos_embed = abs_pos_embed()
+            self.abs_pos_embed = new_abs_pos_embed()
         after_blocks = [p for p in pos_embed_positions if p >= 0]
         if after_blocks:
-            self.block_pos_embeds = ModuleList([abs_pos_embed() for _ in after_blocks])
+            self.block_pos_embeds = ModuleList([new_abs_pos_embed() for _ in after_blocks])
         self._block_pos_embed_index = {p: i for i, p in enumerate(after_blocks)}
         self.drop_after_pos = nn.Dropout(drop_rate)
         with_rpe = rpe_cfg is not None
