@@ -289,3 +289,37 @@ def test_configs_build_with_hand_counted_params_and_no_decay_on_position_encodin
     params = dict(model.named_parameters())
     assert positional and all(decay[id(params[n])] == 0 for n in positional)
     assert decay[id(params['backbone.layers.0.attn.qkv.weight'])] == 0.05
+
+
+# ----------------------------------------------------------------------------------------------- ONNX
+@pytest.mark.parametrize('name, size, other', [
+    ('cpvt-ti-peg-qk', (64, 80), (140, 124)),
+    ('deit-ti-le-0-5', (224, 224), (64, 80)),  # exported at the tables' own grid, run at another
+])
+def test_small_variants_export_to_onnx_with_dynamic_sizes(name, size, other, tmp_path, capsys):
+    """tools/deployment/pytorch2onnx.py on the shipped config made small (random weights, non-trivial norms and
+    tables): onnxruntime agrees with PyTorch at the export size and at another one, so the learnable tables'
+    resizing is in the graph, not fixed at the example's grid."""
+    pytest.importorskip('onnxruntime')
+    pytest.importorskip('onnxscript')
+    import importlib.util
+
+    from mmengine.registry import MODELS
+
+    from mmposmlp.engine.entry import load_config
+    cfg_path = tmp_path / f'{name}.py'
+    cfg_path.write_text(f"_base_ = '{osp.join(TABLES, name + '_8xb128_in1k.py')}'\n"
+                        "model = dict(backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=6, num_heads=2, "
+                        "feedforward_channels=128)), head=dict(in_channels=64, num_classes=10))\n")
+    cfg, _ = load_config(str(cfg_path))
+    model = _randomised(MODELS.build(cfg.model)).float()
+    ckpt = tmp_path / f'{name}.pth'
+    torch.save({'state_dict': model.state_dict()}, ckpt)
+    spec = importlib.util.spec_from_file_location('pytorch2onnx', osp.join(ROOT, 'tools/deployment/pytorch2onnx.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.main([str(cfg_path), str(ckpt), '--shape', *map(str, size), '--dynamic', '--check-shape', *map(str, other),
+               '--out', str(tmp_path / 'm.onnx')])
+    checks = [line for line in capsys.readouterr().out.splitlines() if line.startswith('onnxruntime vs PyTorch')]
+    assert len(checks) == 2 and all(line.endswith('OK') for line in checks), checks
+    assert 'x'.join(map(str, other)) in checks[1]
