@@ -295,6 +295,7 @@ def test_configs_build_with_hand_counted_params_and_no_decay_on_position_encodin
 @pytest.mark.parametrize('name, size, other', [
     ('cpvt-ti-peg-qk', (64, 80), (140, 124)),
     ('deit-ti-le-0-5', (224, 224), (64, 80)),  # exported at the tables' own grid, run at another
+    ('deit-ti-sincos', (224, 224), (64, 80)),  # the fixed 2-D sin-cos table computed in the graph per size
 ])
 def test_small_variants_export_to_onnx_with_dynamic_sizes(name, size, other, tmp_path, capsys):
     """tools/deployment/pytorch2onnx.py on the shipped config made small (random weights, non-trivial norms and

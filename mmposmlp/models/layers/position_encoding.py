@@ -44,11 +44,12 @@ def sincos_position_embedding_2d(hw_shape: Sequence[int], embed_dims: int,
     """
     if embed_dims % 4:
         raise ValueError(f'the 2-D sine-cosine encoding needs embed_dims divisible by 4, got {embed_dims}')
-    H, W = int(hw_shape[0]), int(hw_shape[1])
+    # a symbolic size (torch.export dims) stays symbolic, so a dynamic ONNX graph computes the table per size
+    H, W = (s if isinstance(s, torch.SymInt) else int(s) for s in hw_shape[:2])
     quarter = embed_dims // 4
     omega = 1. / temperature ** (torch.arange(quarter, dtype=torch.float64, device=device) / quarter)
-    rows = torch.arange(H, dtype=torch.float64, device=device).repeat_interleave(W)
-    cols = torch.arange(W, dtype=torch.float64, device=device).repeat(H)
+    rows = torch.arange(H, dtype=torch.float64, device=device)[:, None].expand(H, W).reshape(-1)
+    cols = torch.arange(W, dtype=torch.float64, device=device)[None, :].expand(H, W).reshape(-1)
     out_r, out_c = rows[:, None] * omega, cols[:, None] * omega
     emb = torch.cat([out_r.sin(), out_r.cos(), out_c.sin(), out_c.cos()], dim=1)
     return emb[None].to(dtype)
