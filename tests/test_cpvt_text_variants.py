@@ -292,6 +292,7 @@ def test_configs_build_with_hand_counted_params_and_no_decay_on_position_encodin
 
 
 # ----------------------------------------------------------------------------------------------- ONNX
+@pytest.mark.slow  # 7-10 s per export on 2 cores, like tests/test_onnx_export.py's exports
 @pytest.mark.parametrize('name, size, other', [
     ('cpvt-ti-peg-qk', (64, 80), (140, 124)),
     ('deit-ti-le-0-5', (224, 224), (64, 80)),  # exported at the tables' own grid, run at another
