@@ -227,6 +227,11 @@ ROWS = {
     'deit-b-le_8xb128_in1k-384px': (f'{_C} Table 2, DeiT-base{_T2.format("384x384")}', top1(79.7), 86, None),
     'deit-b-le_8xb128_in1k-448px': (f'{_C} Table 2, DeiT-base{_T2.format("448x448")}', top1(79.8), 86, None),
     'deit-b-le_8xb128_in1k-512px': (f'{_C} Table 2, DeiT-base{_T2.format("512x512")}', top1(78.2), 86, None),
+    # CPVT experiments reported in the text only (no table; the paper gives no params or FLOPs for them)
+    'cpvt-ti-peg-qk_8xb128_in1k': (f'{_C} Sec. 5.1 text (next to Table 5), DeiT-tiny with the PEG added only when '
+                                   'calculating Q and K', top1(71.3), None, None),
+    'deit-ti-le-0-5_8xb128_in1k': (f'{_C} Sec. 5.3 text (after Table 8), DeiT-tiny with LE at the beginning and in '
+                                   'the next 5 layers', top1(72.7), None, None),
     # Wave-MLP (Tang et al., CVPR 2022)
     'wavemlp-t-dw-phase-none_8xb128_in1k': (f'{_W} Table 5, no phase (= Table 6 baseline), Wave-MLP-T*',
                                             top1(78.8), 15, 2.1),

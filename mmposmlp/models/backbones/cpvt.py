@@ -29,7 +29,11 @@ from .pvt_peg import build_ffn
 
 
 class MultiheadSelfAttention(BaseModule):
-    """ViT attention: ``proj(softmax(q k^T / sqrt(d)) v)`` with a fused ``qkv`` Linear."""
+    """ViT attention: ``proj(softmax(q k^T / sqrt(d)) v)`` with a fused ``qkv`` Linear.
+
+    ``qk_input`` (optional, the same shape as ``x``): the tokens the query and key projections read,
+    while the value projection reads ``x`` (CPVT Sec. 5.1, a PEG "only when calculating Q and K").
+    """
 
     def __init__(self, embed_dims, num_heads, qkv_bias=True, attn_drop=0., proj_drop=0.):
         super().__init__()
@@ -42,18 +46,21 @@ class MultiheadSelfAttention(BaseModule):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x, rpe=None, hw_shape=None, num_extra_tokens=0):
+    def forward(self, x, rpe=None, hw_shape=None, num_extra_tokens=0, qk_input=None):
         """``rpe``: an optional :class:`RelativePositionEncoding2d` (Shaw et al. Eq. (3)-(4))."""
         B, N, C = x.shape
         conv_proj = getattr(self, 'conv_proj', None)
-        if conv_proj is None:
+        if conv_proj is not None and qk_input is not None:
+            raise ValueError('an attention with a convolutional projection cannot also take a separate '
+                             'query/key input; use one or the other')
+        if conv_proj is None and qk_input is None:
             qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
             q, k, v = qkv[0], qkv[1], qkv[2]
-        else:  # q, k, v each from its own convolved input, through its third of the qkv Linear
+        else:  # q, k, v each from its own input, through its third of the qkv Linear
+            inputs = conv_proj(x, hw_shape, num_extra_tokens) if qk_input is None else (qk_input, qk_input, x)
             bias = self.qkv.bias.chunk(3) if self.qkv.bias is not None else (None, ) * 3
             q, k, v = (F.linear(t, w, b).reshape(B, N, self.num_heads, C // self.num_heads).transpose(1, 2)
-                       for t, w, b in zip(conv_proj(x, hw_shape, num_extra_tokens), self.qkv.weight.chunk(3),
-                                          bias))
+                       for t, w, b in zip(inputs, self.qkv.weight.chunk(3), bias))
         logits = (q @ k.transpose(-2, -1)) * self.scale
         if rpe is not None:
             logits = logits + rpe.attention_logits(q, self.scale, hw_shape, num_extra_tokens)
@@ -104,16 +111,19 @@ class CPVTBlock(BaseModule):
         self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.ffn = build_ffn(ffn_cfg, embed_dims, feedforward_channels, drop_rate)
 
-    def forward(self, x, hw_shape=None, shared_rpe=None, num_extra_tokens=0):
+    def forward(self, x, hw_shape=None, shared_rpe=None, num_extra_tokens=0, qk_x=None):
+        """``qk_x`` (optional): tokens whose ``ln1`` feeds the attention's query and key in place of
+        ``x``'s; the value and the residual stream keep ``x``."""
         rpe = self.rpe if self.rpe is not None else shared_rpe
 
-        def _inner(x):
-            x = x + self.drop_path(self.attn(self.ln1(x), rpe, hw_shape, num_extra_tokens))
+        def _inner(x, qk_x):
+            qk_input = None if qk_x is None else self.ln1(qk_x)
+            x = x + self.drop_path(self.attn(self.ln1(x), rpe, hw_shape, num_extra_tokens, qk_input))
             return x + self.drop_path(self.ffn(self.ln2(x), hw_shape))
 
         if self.with_cp and x.requires_grad:
-            return cp.checkpoint(_inner, x, use_reentrant=False)
-        return _inner(x)
+            return cp.checkpoint(_inner, x, qk_x, use_reentrant=False)
+        return _inner(x, qk_x)
 
 
 @MODELS.register_module()
@@ -136,6 +146,13 @@ class CPVT(FrozenStagesMixin, BaseModule):
         peg_positions (Sequence[int]): PEG positions; ``p >= 0`` = after block ``p``, ``-1`` =
             before the first block. Default (0, 1, 2, 3, 4) = the paper's "0-5" (Table 12).
         peg_cfg (dict): kwargs of :class:`mmposmlp.PEG` (kernel_size, num_layers, conv_type...).
+        peg_target (str): where each PEG's output goes. 'tokens' (default, the paper's PEG): it
+            replaces the token stream. 'qk' (Sec. 5.1, "only adding it when calculating Q and K"):
+            the PEG at position ``p`` feeds only the query and key of block ``p + 1``'s attention
+            (through that block's ``ln1``), while the value, the residual stream and every other
+            block keep the un-encoded tokens; the extra tokens pass the PEG unchanged as usual.
+            Refused for a PEG after the last block (no attention follows) and for a block that
+            also has a convolutional projection (``conv_proj_blocks``).
         with_cls_token (bool): prepend a cls token (passed through the PEGs untouched).
         with_dist_token (bool): also prepend DeiT's distillation token after the cls token
             (Touvron et al. 2021, Sec. 5; CPVT Table 4's hard-distilled rows): the tokens are
@@ -157,10 +174,17 @@ class CPVT(FrozenStagesMixin, BaseModule):
             a cls token ``x`` holds ``1 + H*W`` tokens (the leading token is not on the grid).
         frozen_stages (int): -1 none; 0 the patch embed and cls token; ``k`` also the first ``k``
             blocks with the PEGs placed before them (shared convention, ``FrozenStagesMixin``).
-        pos_embed_type (str, optional): absolute position encoding added once after the cls
-            token is prepended (DeiT): None (CPVT), 'learnable' (DeiT "LE", a
+        pos_embed_type (str, optional): absolute position encoding, added after the cls token is
+            prepended (DeiT; other places: ``pos_embed_positions``): None (CPVT), 'learnable' (DeiT "LE", a
             ``(extra + (img_size/patch)^2) x C`` table, bicubic-resized at other sizes) or
             'sincos' (fixed 2-D sine-cosine, recomputed for every grid). Tables 1, 3, 7, 8.
+        pos_embed_positions (Sequence[int], optional): where the absolute encodings are added, in
+            ``peg_positions``' convention: ``-1`` = once before block 0 (DeiT, the default),
+            ``p >= 0`` = after block ``p``, each position its own encoding (its own learnable
+            ``(extra + H*W) x C`` table, cls row included, like DeiT's). Sec. 5.3's "LE not only at
+            the beginning but also in the next 5 layers" = ``(-1, 0, 1, 2, 3, 4)``. At a position
+            with a PEG too, the encoding is added first and the PEG reads the sum. Needs
+            ``pos_embed_type``.
         rpe_cfg (dict, optional): 2-D relative position encoding in the attention of every block
             (Tables 1, 7, 8): kwargs of :class:`mmposmlp.RelativePositionEncoding2d`
             (``max_distance``, ``mode``) plus ``shared`` (one table used by all blocks, default
@@ -181,6 +205,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
     }
     essential_keys = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
     OUT_TYPES = ('raw', 'cls_token', 'featmap', 'avg_featmap')
+    PEG_TARGETS = ('tokens', 'qk')
 
     def __init__(self,
                  arch='tiny',
@@ -189,6 +214,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
                  in_channels: int = 3,
                  peg_positions: Sequence[int] = (0, 1, 2, 3, 4),
                  peg_cfg: Optional[dict] = None,
+                 peg_target: str = 'tokens',
                  with_cls_token: bool = True,
                  with_dist_token: bool = False,
                  out_type: str = 'cls_token',
@@ -201,6 +227,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  ffn_cfg: Optional[dict] = None,
                  pos_embed_type: Optional[str] = None,
+                 pos_embed_positions: Optional[Sequence[int]] = None,
                  rpe_cfg: Optional[dict] = None,
                  conv_proj_blocks: Sequence[int] = (),
                  frozen_stages: int = -1,
@@ -239,6 +266,16 @@ class CPVT(FrozenStagesMixin, BaseModule):
             raise ValueError(f'peg_positions {bad} out of range: use -1 (before block 0) .. '
                              f'{self.num_layers - 1} (after the last block)')
         self.peg_positions = peg_positions
+        if peg_target not in self.PEG_TARGETS:
+            raise ValueError(f'unknown peg_target {peg_target!r}; choose one of {self.PEG_TARGETS}')
+        if peg_target == 'qk' and not peg_positions:
+            raise ValueError("peg_target='qk' needs at least one PEG in peg_positions (or use the default "
+                             "peg_target='tokens' without PEGs)")
+        if peg_target == 'qk' and peg_positions[-1] == self.num_layers - 1:
+            raise ValueError(f"peg_target='qk' feeds the query and key of the block after each PEG, and no "
+                             f'block follows position {self.num_layers - 1}; use positions -1 .. '
+                             f'{self.num_layers - 2}')
+        self.peg_target = peg_target
         if isinstance(out_indices, int):
             out_indices = [out_indices]
         self.out_indices = sorted(i % self.num_layers for i in out_indices)
@@ -253,10 +290,34 @@ class CPVT(FrozenStagesMixin, BaseModule):
         if with_dist_token:
             self.dist_token = nn.Parameter(torch.zeros(1, 1, C))
         self.pos_embed_type = pos_embed_type
-        if pos_embed_type is not None:
-            grid = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
-            self.abs_pos_embed = AbsolutePositionEmbedding(
-                C, (grid[0] // patch_size, grid[1] // patch_size), pos_embed_type, self.num_extra_tokens)
+        if pos_embed_type is None and pos_embed_positions is not None:
+            raise ValueError(f'pos_embed_positions={tuple(pos_embed_positions)} needs pos_embed_type '
+                             "('learnable' or 'sincos'); drop pos_embed_positions for a model without one")
+        if pos_embed_type is None:
+            pos_embed_positions = []
+        else:
+            pos_embed_positions = sorted(set(int(p) for p in (
+                (-1, ) if pos_embed_positions is None else pos_embed_positions)))
+        bad = [p for p in pos_embed_positions if not -1 <= p < self.num_layers]
+        if bad:
+            raise ValueError(f'pos_embed_positions {bad} out of range: use -1 (before block 0) .. '
+                             f'{self.num_layers - 1} (after the last block)')
+        if pos_embed_type is not None and not pos_embed_positions:
+            raise ValueError('pos_embed_positions is empty; give at least one position (-1 = DeiT) or set '
+                             'pos_embed_type=None')
+        self.pos_embed_positions = pos_embed_positions
+        grid = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+
+        def new_abs_pos_embed():
+            return AbsolutePositionEmbedding(C, (grid[0] // patch_size, grid[1] // patch_size), pos_embed_type,
+                                             self.num_extra_tokens)
+
+        if -1 in pos_embed_positions:
+            self.abs_pos_embed = new_abs_pos_embed()
+        after_blocks = [p for p in pos_embed_positions if p >= 0]
+        if after_blocks:
+            self.block_pos_embeds = ModuleList([new_abs_pos_embed() for _ in after_blocks])
+        self._block_pos_embed_index = {p: i for i, p in enumerate(after_blocks)}
         self.drop_after_pos = nn.Dropout(drop_rate)
         with_rpe = rpe_cfg is not None
         rpe_cfg = dict(rpe_cfg or {})
@@ -279,6 +340,11 @@ class CPVT(FrozenStagesMixin, BaseModule):
         bad = [b for b in conv_proj_blocks if not 0 <= b < self.num_layers]
         if bad:
             raise ValueError(f'conv_proj_blocks {bad} out of range: blocks are 0 .. {self.num_layers - 1}')
+        both = [b for b in conv_proj_blocks if peg_target == 'qk' and b - 1 in peg_positions]
+        if both:
+            raise ValueError(f"blocks {both} would take both a convolutional projection and, with "
+                             f"peg_target='qk', the PEG output as query/key input; drop them from "
+                             f'conv_proj_blocks or move the PEGs')
         self.conv_proj_blocks = conv_proj_blocks
         for b in conv_proj_blocks:
             self.layers[b].attn.conv_proj = ConvProjection(C)
@@ -311,17 +377,27 @@ class CPVT(FrozenStagesMixin, BaseModule):
 
     def _frozen_modules(self):
         mods = [self.patch_embed, self.drop_after_pos]
-        if self.pos_embed_type is not None:
+        if hasattr(self, 'abs_pos_embed'):
             mods.append(self.abs_pos_embed)
         mods += [self.layers[i] for i in range(min(self.frozen_stages, self.num_layers))]
+        mods += [self.block_pos_embeds[i] for p, i in self._block_pos_embed_index.items() if p < self.frozen_stages]
         return mods + [self.pegs[i] for p, i in self._peg_index.items() if p < self.frozen_stages]
 
     def _frozen_parameters(self):
         return [getattr(self, n) for n in ('cls_token', 'dist_token') if hasattr(self, n)]
 
-    def _peg(self, pos, x, hw):
+    def _position(self, pos, x, hw):
+        """Position ``pos`` (after block ``pos``; -1 = before block 0): its absolute encoding (after
+        blocks only; the one at -1 is added with the cls token), then its PEG. Returns the tokens and
+        the query/key input of the next block (None = the tokens themselves)."""
+        idx = self._block_pos_embed_index.get(pos)
+        if idx is not None:
+            x = self.block_pos_embeds[idx](x, hw)
         idx = self._peg_index.get(pos)
-        return x if idx is None else self.pegs[idx](x, hw, self.num_extra_tokens)
+        if idx is None:
+            return x, None
+        encoded = self.pegs[idx](x, hw, self.num_extra_tokens)
+        return (x, encoded) if self.peg_target == 'qk' else (encoded, None)
 
     def forward(self, x):
         if x.dim() != 4 or x.shape[1] != self.in_channels:
@@ -335,15 +411,15 @@ class CPVT(FrozenStagesMixin, BaseModule):
         if self.with_cls_token:
             extra = [self.cls_token] + ([self.dist_token] if self.with_dist_token else [])
             x = torch.cat([t.expand(B, -1, -1) for t in extra] + [x], dim=1)
-        if self.pos_embed_type is not None:
+        if hasattr(self, 'abs_pos_embed'):
             x = self.abs_pos_embed(x, hw)
         x = self.drop_after_pos(x)
-        x = self._peg(-1, x, hw)
+        x, qk = self._position(-1, x, hw)
         outs = []
         shared_rpe = getattr(self, 'rpe', None)
         for i, layer in enumerate(self.layers):
-            x = layer(x, hw, shared_rpe, self.num_extra_tokens)
-            x = self._peg(i, x, hw)
+            x = layer(x, hw, shared_rpe, self.num_extra_tokens, qk)
+            x, qk = self._position(i, x, hw)
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.ln1(x)
             if i in self.out_indices:

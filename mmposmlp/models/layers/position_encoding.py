@@ -44,11 +44,12 @@ def sincos_position_embedding_2d(hw_shape: Sequence[int], embed_dims: int,
     """
     if embed_dims % 4:
         raise ValueError(f'the 2-D sine-cosine encoding needs embed_dims divisible by 4, got {embed_dims}')
-    H, W = int(hw_shape[0]), int(hw_shape[1])
+    # a symbolic size (torch.export dims) stays symbolic, so a dynamic ONNX graph computes the table per size
+    H, W = (s if isinstance(s, torch.SymInt) else int(s) for s in hw_shape[:2])
     quarter = embed_dims // 4
     omega = 1. / temperature ** (torch.arange(quarter, dtype=torch.float64, device=device) / quarter)
-    rows = torch.arange(H, dtype=torch.float64, device=device).repeat_interleave(W)
-    cols = torch.arange(W, dtype=torch.float64, device=device).repeat(H)
+    rows = torch.arange(H, dtype=torch.float64, device=device)[:, None].expand(H, W).reshape(-1)
+    cols = torch.arange(W, dtype=torch.float64, device=device)[None, :].expand(H, W).reshape(-1)
     out_r, out_c = rows[:, None] * omega, cols[:, None] * omega
     emb = torch.cat([out_r.sin(), out_r.cos(), out_c.sin(), out_c.cos()], dim=1)
     return emb[None].to(dtype)
@@ -95,25 +96,32 @@ class AbsolutePositionEmbedding(BaseModule):
             trunc_normal_(self.pos_embed, std=.02)  # DeiT / timm
 
     def table(self, hw_shape: Sequence[int], dtype=None, device=None) -> torch.Tensor:
-        """The encoding ``(1, extra + H*W, C)`` for grid ``hw_shape``."""
-        hw_shape = (int(hw_shape[0]), int(hw_shape[1]))
+        """The encoding ``(1, extra + H*W, C)`` for grid ``hw_shape``.
+
+        While exporting with symbolic sizes (``torch.export`` dims: ``hw_shape`` holds ``torch.SymInt``) the
+        learnable table is always resized (an identity at the training grid), so the graph does not branch on
+        the example's size and serves every size."""
+        symbolic = any(isinstance(s, torch.SymInt) for s in hw_shape[:2])
+        hw_shape = tuple(hw_shape[:2]) if symbolic else (int(hw_shape[0]), int(hw_shape[1]))
         if self.pos_type == 'sincos':
             emb = sincos_position_embedding_2d(hw_shape, self.embed_dims, dtype=dtype or torch.float32,
                                                device=device)
             if self.num_extra_tokens:
                 emb = torch.cat([emb.new_zeros(1, self.num_extra_tokens, self.embed_dims), emb], dim=1)
             return emb
-        if hw_shape == self.grid_size:
+        if not symbolic and hw_shape == self.grid_size:
             return self.pos_embed
-        if self.interpolate_mode == 'bicubic':
+        if self.interpolate_mode == 'bicubic' and not symbolic:
             from mmpretrain.models.utils import resize_pos_embed
             return resize_pos_embed(self.pos_embed, self.grid_size, hw_shape, mode=self.interpolate_mode,
                                     num_extra_tokens=self.num_extra_tokens)
-        # other modes (PVT v1 / mmdet: 'bilinear') in the table's own dtype, align_corners=False
+        # 'bilinear' (PVT v1 / mmdet) in the table's own dtype; 'bicubic' in float32, as mmpretrain's
+        # resize_pos_embed does; align_corners=False
         n, (h, w) = self.num_extra_tokens, self.grid_size
         grid = self.pos_embed[:, n:].reshape(1, h, w, -1).permute(0, 3, 1, 2)
-        grid = F.interpolate(grid, size=hw_shape, mode=self.interpolate_mode, align_corners=False)
-        return torch.cat([self.pos_embed[:, :n], grid.flatten(2).transpose(1, 2)], dim=1)
+        resized = F.interpolate(grid.float() if self.interpolate_mode == 'bicubic' else grid, size=hw_shape,
+                                mode=self.interpolate_mode, align_corners=False).to(grid.dtype)
+        return torch.cat([self.pos_embed[:, :n], resized.flatten(2).transpose(1, 2)], dim=1)
 
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
         if x.shape[1] != self.num_extra_tokens + hw_shape[0] * hw_shape[1]:
