@@ -234,6 +234,7 @@ NEW_ROWS = {
     'cpvt-ti-peg0-1-le': (5_719_336, None),
     'cpvt-ti-peg0-1-x4-le': (5_725_096, None),
     'cpvt-ti-peg0-1-nopad': (5_681_512, None),
+    'cpvt-s-peg0-1-nopad': (21_978_856, None),  # = cpvt-s-peg0-1: padding holds no parameter
 }
 
 

@@ -139,6 +139,8 @@ ROWS = {
     'cpvt-ti-peg0-1-le_8xb128_in1k': (f'{_C} Table 7, CPVT-Ti 0-1 PEG + LE', top1(72.9), None, None),
     'cpvt-ti-peg0-1-x4-le_8xb128_in1k': (f'{_C} Table 7, CPVT-Ti 0-1 4 x PEG + LE', top1(72.9), None, None),
     'cpvt-ti-peg0-1-nopad_8xb128_in1k': (f'{_C} Table 11, CPVT-Ti without zero paddings', top1(70.5), None, None),
+    'cpvt-s-peg0-1-nopad_8xb128_in1k': (f'{_C} B.3 text (Table 11 says CPVT-Ti), CPVT-S without zero paddings',
+                                        top1(70.5), None, None),
     'cpvt-ti-posnone_8xb128_in1k-160px': (f'{_C} Table 2, DeiT-tiny (no pos){_T2.format("160x160")}', top1(62.1),
                                           6, None),
     'cpvt-ti-posnone_8xb128_in1k-384px': (f'{_C} Table 2 (= Table 1 at 384), DeiT-tiny (no pos)'
