@@ -96,3 +96,13 @@ def test_a_paper_table_config_of_no_row_and_a_family_without_inventory_are_named
     problems = _tool().check(str(toy_root))
     assert any('configs/fam/ablations/orphan.py is the config of no row' in p for p in problems), problems
     assert any('configs/other/paper_rows.yml is missing' in p for p in problems), problems
+
+
+def test_a_text_row_may_say_why_it_has_no_config(toy_root):
+    """Experiments the text reports without a table may be unconfigurable (the paper leaves them open); a table's
+    own row may not."""
+    text = GOOD + 'text:\n  - row: a text-only ablation\n    kind: baseline\n    none: its settings are not stated\n'
+    _write(str(toy_root / 'configs' / 'fam' / 'paper_rows.yml'), text)
+    tool = _tool()
+    assert tool.check(str(toy_root)) == []
+    assert '| a text-only ablation | baseline | none: its settings are not stated |' in tool.render(str(toy_root))

@@ -19,7 +19,7 @@ An inventory (one per family folder) lists the paper's tables 1..N in order, eac
           - row: RegNetY-4G
             kind: comparison
             none: no OpenMMLab implementation of RegNetY
-    text:            # experiments the text reports without a table (optional, same row form)
+    text:            # experiments the text reports without a table (optional, same row form; `none` allowed)
       - row: ...
 
 Row kinds: ``own`` (the paper's model, variant or ablation: needs at least one of our configs), ``baseline``
@@ -71,7 +71,7 @@ def _upstream_config_exists(ref):
     return osp.isfile(path), f'{ref!r} is not a config shipped with {package}'
 
 
-def _check_row(where, row, problems, referenced, root, upstream_cache):
+def _check_row(where, row, problems, referenced, root, upstream_cache, in_text=False):
     if not isinstance(row, dict):
         problems.append(f'{where}: a row must be a mapping with row/kind/configs|none, got {row!r}')
         return
@@ -92,8 +92,8 @@ def _check_row(where, row, problems, referenced, root, upstream_cache):
         problems.append(f'{where}: has both configs and `none`; keep one')
     if not configs and not row.get('none'):
         problems.append(f'{where}: has neither configs nor a `none` reason')
-    if kind in ('own', 'baseline', 'spec') and not configs:
-        problems.append(f'{where}: a {kind} row needs a config (`none` is only for comparison rows)')
+    if kind in ('own', 'baseline', 'spec') and not configs and not in_text:
+        problems.append(f'{where}: a {kind} row needs a config (`none` is only for comparison rows and text rows)')
     ours = [c for c in configs if '::' not in c]
     if kind == 'own' and configs and not ours:
         problems.append(f'{where}: an own row needs one of our configs (configs/...), not only upstream ones')
@@ -156,7 +156,7 @@ def check(root=ROOT):
             for row in rows:
                 _check_row(where, row, problems, referenced, root, upstream_cache)
         for row in data.get('text') or []:
-            _check_row(f'{rel} text', row, problems, referenced, root, upstream_cache)
+            _check_row(f'{rel} text', row, problems, referenced, root, upstream_cache, in_text=True)
         for sub in ROW_CONFIG_DIRS:
             for cfg in sorted(glob.glob(osp.join(family_dir, sub, '*.py'))):
                 cfg_rel = osp.normpath(osp.relpath(cfg, root))
