@@ -142,3 +142,16 @@ def test_cpvt_deit_configs_differ_from_the_deit_baselines(size, ours):
     differs = {k for k in set(cpvt) | set(base) if not k.startswith('model.') and cpvt.get(k, '-') != base.get(k, '-')}
     assert differs == CPVT_DEIT_DIFFERENCES | (CPVT_DEIT_B_ONLY if size == 'b' else set())
     assert cpvt['model.backbone.type'] == 'mmposmlp.CPVT' and base['model.backbone.type'] == 'VisionTransformer'
+
+
+@pytest.mark.parametrize('name', ['deit-ti_4xb256_in1k.py', 'swin-t_16xb64_in1k.py', 'poolformer-s12_32xb128_in1k.py'])
+def test_upstream_checkpoint_loads_unchanged_into_the_baseline(name):
+    """The restated backbone builds the upstream class itself (in the upstream scope) and takes the upstream
+    model's state dict strictly (the small models of each ImageNet host)."""
+    from mmposmlp.testing import build_model_from_cfg
+    ours, _ = build_model_from_cfg(osp.join(BASELINE_DIR, name))
+    upstream, _ = build_model_from_cfg(_upstream_path(UPSTREAM[name]))
+    assert type(ours.backbone) is type(upstream.backbone)  # the class itself, not a subclass
+    state = upstream.state_dict()
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in state.items()}
+    ours.load_state_dict(state, strict=True)
