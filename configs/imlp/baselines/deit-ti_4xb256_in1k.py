@@ -1,4 +1,4 @@
-# DeiT-Ti: IMLP paper Table 1 host row (5.72M, 1.26G, 72.2 top-1, reported), also the baseline of Tables 2-5
+# DeiT-Ti: IMLP paper Table 1 host row (5.72M, 1.26G, 72.2 top-1, reported), also the baseline of Tables 2-4
 # and 9. deit-ti-imlp_4xb256_in1k.py without IMLP: mmpretrain's VisionTransformer 'deit-tiny' (the backbone of
 # mmpretrain::deit/deit-tiny_4xb256_in1k.py; its checkpoints load unchanged) trained with exactly the +IMLP
 # config's recipe, DeiT's main.py defaults (sources there): the paper trains its hosts "exactly as the original

@@ -5,8 +5,9 @@
 # (Swin-Transformer-Object-Detection, mmdet 2.x): a 500-iteration warm-up (mmdet 3.x's config: 1000).
 # Form: inherits the upstream config and restates what the +IMLP config changes besides its backbone (the
 # schedule below): here the recipe is one field where the upstream backbone is 16 keys and a checkpoint URL.
-# tests/test_imlp_baselines.py proves everything but the backbone equal to the +IMLP config (so the two cannot
-# drift apart) and the backbone equal to the upstream one.
+# tests/test_imlp_baselines.py proves everything but the backbone equal to the +IMLP config (a drift between
+# the two fails it) and the backbone equal to the upstream one. custom_imports as in the +IMLP config, so the
+# configs stay equal (this model needs no mmposmlp type).
 _base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

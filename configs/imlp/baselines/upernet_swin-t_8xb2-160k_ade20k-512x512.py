@@ -6,8 +6,9 @@
 # 1500-iteration warm-up (mmseg 1.x starts its poly after the warm-up).
 # Form: inherits the upstream config and restates what the +IMLP config changes besides its backbone (the
 # schedule below): here the recipe is one field where the upstream backbone is 20 keys and a checkpoint URL.
-# tests/test_imlp_baselines.py proves everything but the backbone equal to the +IMLP config (so the two cannot
-# drift apart) and the backbone equal to the upstream one.
+# tests/test_imlp_baselines.py proves everything but the backbone equal to the +IMLP config (a drift between
+# the two fails it) and the backbone equal to the upstream one. custom_imports as in the +IMLP config, so the
+# configs stay equal (this model needs no mmposmlp type).
 _base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
