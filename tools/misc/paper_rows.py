@@ -43,7 +43,7 @@ TABLE_KEYS = {'table', 'caption', 'rows', 'illegible', 'note'}
 TOP_KEYS = {'paper', 'tables_in_paper', 'tables', 'text'}
 UPSTREAM_PACKAGES = ('mmpretrain', 'mmdet', 'mmseg', 'mmaction')
 # paper-table configs live here; each must be the config of some row
-ROW_CONFIG_DIRS = ('paper_tables', 'ablations')
+ROW_CONFIG_DIRS = ('paper_tables', 'ablations', 'baselines')
 
 
 def inventory_paths(root=ROOT):
