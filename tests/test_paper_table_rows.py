@@ -62,7 +62,7 @@ def test_posmlp_video_table3_in1k_row_is_the_in1k_model_tested_as_the_ablations(
     the other rows of the table (Sec. 4.3), where the main config tests 1 clip x 3 crops (Table 9's views)."""
     in1k = Config.fromfile(osp.join(VIDEO, 'posmlp-video-s_4xb8-u16-60e_sthv1-rgb.py')).to_dict()
     row = Config.fromfile(osp.join(VIDEO, 'paper_tables',
-                                   'posmlp-video-s-in1k_4xb8-u16-60e_sthv1-rgb-16x1x1.py')).to_dict()
+                                   'posmlp-video-s-imagenet-pretrained_4xb8-u16-60e_sthv1-rgb-16x1x1.py')).to_dict()
     scratch = Config.fromfile(osp.join(VIDEO, 'posmlp-video-s-scratch_4xb8-u16-60e_sthv1-rgb.py')).to_dict()
     assert row['model']['backbone']['init_cfg']['checkpoint'].endswith('posmlp-video-s_8xb120_in1k.pth')
     assert sorted(k for k in set(in1k) | set(row) if in1k.get(k) != row.get(k)) == ['test_dataloader',

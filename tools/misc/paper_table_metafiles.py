@@ -257,9 +257,8 @@ ROWS = {
     'mask-rcnn_wavemlp-m-dw_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-M (depthwise phase)',
                                               ap(46.3, 41.5), 49.4, 291.3),
     # PosMLP-Video (Hao, Zhou et al., IJCV 2024); Table 4's body is not legible in our copy
-    'posmlp-video-s-in1k_4xb8-u16-60e_sthv1-rgb-16x1x1': (f'{_V} Table 3, PoTGU+PoSGU (IN-1K), tested 16x1x1',
-                                                           top1(52.24),
-                                                           13.51, 40.49),
+    'posmlp-video-s-imagenet-pretrained_4xb8-u16-60e_sthv1-rgb-16x1x1': (
+        f'{_V} Table 3, PoTGU+PoSGU (IN-1K), tested 16x1x1', top1(52.24), 13.51, 40.49),
     'posmlp-video-s-w8x14_4xb8-u8-60e_sthv1-rgb': (f'{_V} Table 5, 8x14x14 windows (stages 1-3), 8-frame clips',
                                                    top1(42.33), 13.50, 20.38),
     'posmlp-video-s-g1_4xb8-u16-60e_sthv1-rgb': (f'{_V} Table 4, g = (1, 1, 1, 1) (figures not legible)', {},
