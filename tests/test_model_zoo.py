@@ -60,6 +60,13 @@ UPSTREAM_BACKBONE_ROWS = {
     'configs/cpvt/paper_tables/fpn_r18_8xb4-40k_ade20k-512x512.py': 'ResNetV1c',
     'configs/cpvt/paper_tables/retinanet_r18_fpn_8xb2-1x_coco.py': 'ResNet',
     'configs/cpvt/paper_tables/retinanet_r18_fpn_8xb2-ms-3x_coco.py': 'ResNet',
+    # Wave-MLP Tables 3, 4 and 9 comparison rows: mmdet's ResNet-18 / Swin-S detectors, mmseg's Swin
+    'configs/wavemlp/paper_tables/mask-rcnn_r18_fpn_1x_coco.py': 'ResNet',
+    'configs/wavemlp/paper_tables/mask-rcnn_r18_fpn_ms-3x_coco.py': 'ResNet',
+    'configs/wavemlp/paper_tables/retinanet_swin-s-p4-w7_fpn_1x_coco.py': 'SwinTransformer',
+    'configs/wavemlp/paper_tables/mask-rcnn_swin-s-p4-w7_fpn_1x_coco.py': 'SwinTransformer',
+    'configs/wavemlp/paper_tables/fpn_swin-t_4xb8-40k_ade20k-512x512.py': 'SwinTransformer',
+    'configs/wavemlp/paper_tables/fpn_swin-s_4xb8-40k_ade20k-512x512.py': 'SwinTransformer',
 }
 
 

@@ -74,9 +74,10 @@ for _variant in ('ape', 'no-bias', 'no-bias-ape'):
 # written by the toy data generator (mmposmlp/datasets/toy.py) next to the toy dataset
 GENERATED = {'toy_teacher_cpvt.pth': 'python tools/misc/make_toy_datasets.py --out data/toy --which imagenet'}
 
-# CPVT Table 13's PVT-tiny rows: the official PVT v1 weights, and the two classifiers nobody released
+# CPVT Table 13's PVT-tiny rows (and Wave-MLP's PVT-Large comparison rows): the official PVT v1 weights, and the
+# two classifiers nobody released
 PVT_V1 = 'https://github.com/whai362/PVT/releases/download/v2/{}'
-for _arch, _official in (('t', 'tiny'), ('s', 'small'), ('m', 'medium')):
+for _arch, _official in (('t', 'tiny'), ('s', 'small'), ('m', 'medium'), ('l', 'large')):
     SOURCES[f'pvt-{_arch}_in1k_mmposmlp.pth'] = (
         f"the official PVT-{_official} (PVT v1) weights, {PVT_V1.format(f'pvt_{_official}.pth')}",
         [f"wget {PVT_V1.format(f'pvt_{_official}.pth')}",

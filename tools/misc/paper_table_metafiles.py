@@ -256,6 +256,29 @@ ROWS = {
                                               ap(45.5, 41.0), 37.1, 231.3),
     'mask-rcnn_wavemlp-m-dw_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, Wave-MLP-M (depthwise phase)',
                                               ap(46.3, 41.5), 49.4, 291.3),
+    # Wave-MLP comparison rows (other papers' models, built from OpenMMLab components and our PVT v1); the paper's
+    # detector FLOPs include the heads, ours count backbone + neck (docs/model_zoo.md)
+    'pvt-l_8xb128_in1k': (f'{_W} Table 2, PVT-Large (PVT v1)', top1(81.7), 61, 9.8),
+    'mask-rcnn_r18_fpn_1x_coco': (f'{_W} Table 3, Mask R-CNN 1x, ResNet18', ap(34.0, 31.2), 31.2, 207.3),
+    'mask-rcnn_pvt-t_fpn_1x_coco': (f'{_W} Table 3, Mask R-CNN 1x, PVT-Tiny', ap(36.7, 35.1), 32.9, 208.1),
+    'mask-rcnn_pvt-s_fpn_1x_coco': (f'{_W} Table 3 (= {_P} Table 8), Mask R-CNN 1x, PVT-Small', ap(40.4, 37.8),
+                                    44.1, 245.1),
+    'mask-rcnn_pvt-m_fpn_1x_coco': (f'{_W} Table 3 (= {_P} Table 8), Mask R-CNN 1x, PVT-Medium', ap(42.0, 39.0),
+                                    63.9, 301.7),
+    'mask-rcnn_pvt-l_fpn_1x_coco': (f'{_W} Table 3, Mask R-CNN 1x, PVT-Large', ap(42.9, 39.5), 81.0, 364.3),
+    'retinanet_swin-s-p4-w7_fpn_1x_coco': (f'{_W} Table 3, RetinaNet 1x, Swin-S', {'box AP': 44.5}, 59.8, 334.8),
+    'mask-rcnn_swin-s-p4-w7_fpn_1x_coco': (f'{_W} Table 3, Mask R-CNN 1x, Swin-S', ap(44.8, 40.9), 69.1, 353.8),
+    'fpn_swin-t_4xb8-40k_ade20k-512x512': (f'{_W} Table 4, Semantic FPN, the row printed Swin-S (GFNet\'s Swin-Ti '
+                                           'figures)', {'mIoU': 41.5}, 31.9, 182),
+    'fpn_swin-s_4xb8-40k_ade20k-512x512': (f'{_W} Table 4, Semantic FPN, the row printed Swin-B (GFNet\'s Swin-S '
+                                           'figures)', {'mIoU': 45.2}, 53.2, 274),
+    'mask-rcnn_r18_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, ResNet18', ap(36.9, 33.6), 31.2, 207.3),
+    'mask-rcnn_pvt-t_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, PVT-Tiny', ap(39.8, 37.4), 32.9, 208.1),
+    'mask-rcnn_pvt-s_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, PVT-Small', ap(43.0, 39.9), 44.1, 245.1),
+    'mask-rcnn_pvt-m_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, PVT-Medium', ap(44.2, 40.5), 63.9, 301.7),
+    # Table 9 prints Table 3's RetinaNet figures for PVT-Large (71.1M / 345.7G), not its Mask R-CNN ones
+    # (81.0M / 364.3G)
+    'mask-rcnn_pvt-l_fpn_ms-3x_coco': (f'{_W} Table 9, Mask R-CNN 3x + MS, PVT-Large', ap(44.5, 40.7), 71.1, 345.7),
     # PosMLP-Video (Hao, Zhou et al., IJCV 2024); Table 4's body is not legible in our copy
     'posmlp-video-s-imagenet-pretrained_4xb8-u16-60e_sthv1-rgb-16x1x1': (
         f'{_V} Table 3, PoTGU+PoSGU (IN-1K), tested 16x1x1', top1(52.24), 13.51, 40.49),
