@@ -3,21 +3,8 @@
 # stage 4 and no PEG, as our PVT-tiny/small/medium of CPVT Table 13 (../../cpvt/paper_tables/pvt-m_8xb128_in1k.py);
 # the official github.com/whai362/PVT pvt_large.pth converts with tools/model_converters/pcpvt2mmposmlp.py.
 # Recipe: PVT v1's own (its classification/configs/pvt/pvt_large.py: drop path 0.3, grad clipping at 1.0, the
-# same as pvt_medium.py) on the ../../cpvt/pvt-peg-l-gap_8xb128_in1k.py recipe (AdamW lr 5e-4 x 1024/512,
-# wd 0.05, 300 epochs); no weight decay on the class token (PVT v1's no_weight_decay), the position tables
-# decayed.
-_base_ = '../../cpvt/pvt-peg-l-gap_8xb128_in1k.py'
+# same as pvt_medium.py), i.e. exactly PVT-medium's config with the large arch (AdamW lr 5e-4 x 1024/512,
+# wd 0.05, 300 epochs; no weight decay on the class token, the position tables decayed).
+_base_ = '../../cpvt/paper_tables/pvt-m_8xb128_in1k.py'
 
-model = dict(
-    backbone=dict(
-        pos_embed_type='learnable',
-        peg_after_block=None,
-        with_cls_token=True,
-        out_type='cls_token',
-        drop_path_rate=0.3),
-    neck=None)
-
-optim_wrapper = dict(
-    paramwise_cfg=dict(
-        _delete_=True, norm_decay_mult=0.0, bias_decay_mult=0.0, custom_keys={'cls_token': dict(decay_mult=0.0)}),
-    clip_grad=dict(max_norm=1.0))
+model = dict(backbone=dict(arch='large'))
