@@ -685,7 +685,6 @@ def _own_type_names(obj):
     return obj
 
 
-@pytest.mark.slow
 def test_pure_python_configs_are_the_text_configs():
     """Each ``mmposmlp/configs/<family>/<name>.py`` (one per family and task) is a pure-Python config that
     mmengine parses in lazy-import mode, our types imported as classes, and holds what its text config holds

@@ -36,6 +36,9 @@ model = dict(
         drop_path_rate=0.2,
         init_cfg=dict(
             checkpoint='checkpoints/pvt-peg-t-gap_in1k_mmposmlp.pth',
+            ignore_keys=[
+                'norm3.*',
+            ],
             prefix='backbone.',
             type='Pretrained'),
         out_indices=(

@@ -159,7 +159,7 @@ param_scheduler = [
     dict(
         begin=0,
         by_epoch=False,
-        end=80000,
+        end=80001,
         eta_min=1e-06,
         power=0.9,
         type='PolyLR'),

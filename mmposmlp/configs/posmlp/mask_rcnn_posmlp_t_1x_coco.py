@@ -230,14 +230,8 @@ optim_wrapper = dict(
     type='OptimWrapper')
 param_scheduler = [
     dict(
-        _scope_='mmdet',
-        begin=0,
-        by_epoch=False,
-        end=500,
-        start_factor=0.001,
-        type='LinearLR'),
+        begin=0, by_epoch=False, end=501, start_factor=0.001, type='LinearLR'),
     dict(
-        _scope_='mmdet',
         begin=0,
         by_epoch=True,
         end=12,

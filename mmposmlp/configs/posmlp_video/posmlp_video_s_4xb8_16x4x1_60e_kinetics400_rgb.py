@@ -3,6 +3,7 @@
 #   with read_base():
 #       from mmposmlp.configs.posmlp_video.posmlp_video_s_4xb8_16x4x1_60e_kinetics400_rgb import *
 
+from mmposmlp.datasets.slowfast_sampling import SlowFastSampleFrames, SlowFastShortSideResize, SlowFastUniformCrop
 from mmposmlp.engine import SlowFastCosineLR
 from mmposmlp.models import PosMLPVideo
 
@@ -140,19 +141,24 @@ test_dataloader = dict(
         ann_file='data/kinetics400/kinetics400_val_list_videos.txt',
         data_prefix=dict(video='data/kinetics400/videos_val'),
         pipeline=[
-            dict(io_backend='disk', type='DecordInit'),
+            dict(io_backend='disk', type='PyAVInit'),
             dict(
                 clip_len=16,
                 frame_interval=4,
                 num_clips=4,
-                test_mode=True,
-                type='SampleFrames'),
-            dict(type='DecordDecode'),
-            dict(scale=(
-                -1,
-                224,
-            ), type='Resize'),
-            dict(crop_size=224, type='ThreeCrop'),
+                target_fps=30,
+                type=SlowFastSampleFrames,
+                use_offset=True),
+            dict(type='PyAVDecode'),
+            dict(scale=224, type=SlowFastShortSideResize),
+            dict(
+                crop_size=224,
+                spatial_indices=(
+                    0,
+                    1,
+                    2,
+                ),
+                type=SlowFastUniformCrop),
             dict(input_format='NCTHW', type='FormatShape'),
             dict(type='PackActionInputs'),
         ],
@@ -163,19 +169,24 @@ test_dataloader = dict(
     sampler=dict(shuffle=False, type='DefaultSampler'))
 test_evaluator = dict(type='AccMetric')
 test_pipeline = [
-    dict(io_backend='disk', type='DecordInit'),
+    dict(io_backend='disk', type='PyAVInit'),
     dict(
         clip_len=16,
         frame_interval=4,
         num_clips=4,
-        test_mode=True,
-        type='SampleFrames'),
-    dict(type='DecordDecode'),
-    dict(scale=(
-        -1,
-        224,
-    ), type='Resize'),
-    dict(crop_size=224, type='ThreeCrop'),
+        target_fps=30,
+        type=SlowFastSampleFrames,
+        use_offset=True),
+    dict(type='PyAVDecode'),
+    dict(scale=224, type=SlowFastShortSideResize),
+    dict(
+        crop_size=224,
+        spatial_indices=(
+            0,
+            1,
+            2,
+        ),
+        type=SlowFastUniformCrop),
     dict(input_format='NCTHW', type='FormatShape'),
     dict(type='PackActionInputs'),
 ]
