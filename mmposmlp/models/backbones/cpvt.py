@@ -260,11 +260,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
         self.num_extra_tokens = int(with_cls_token) + int(with_dist_token)
         self.patch_size = patch_size
         self.in_channels = in_channels
-        peg_positions = sorted(set(int(p) for p in peg_positions))
-        bad = [p for p in peg_positions if not -1 <= p < self.num_layers]
-        if bad:
-            raise ValueError(f'peg_positions {bad} out of range: use -1 (before block 0) .. '
-                             f'{self.num_layers - 1} (after the last block)')
+        peg_positions = self._positions('peg_positions', peg_positions)
         self.peg_positions = peg_positions
         if peg_target not in self.PEG_TARGETS:
             raise ValueError(f'unknown peg_target {peg_target!r}; choose one of {self.PEG_TARGETS}')
@@ -296,12 +292,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
         if pos_embed_type is None:
             pos_embed_positions = []
         else:
-            pos_embed_positions = sorted(set(int(p) for p in (
-                (-1, ) if pos_embed_positions is None else pos_embed_positions)))
-        bad = [p for p in pos_embed_positions if not -1 <= p < self.num_layers]
-        if bad:
-            raise ValueError(f'pos_embed_positions {bad} out of range: use -1 (before block 0) .. '
-                             f'{self.num_layers - 1} (after the last block)')
+            pos_embed_positions = self._positions(
+                'pos_embed_positions', (-1, ) if pos_embed_positions is None else pos_embed_positions)
         if pos_embed_type is not None and not pos_embed_positions:
             raise ValueError('pos_embed_positions is empty; give at least one position (-1 = DeiT) or set '
                              'pos_embed_type=None')
@@ -374,6 +366,16 @@ class CPVT(FrozenStagesMixin, BaseModule):
                 nn.init.trunc_normal_(self.cls_token, std=.02)
             if self.with_dist_token:
                 nn.init.trunc_normal_(self.dist_token, std=.02)
+
+    def _positions(self, name, positions):
+        """Sorted distinct positions in the PEG convention (-1 = before block 0, ``p`` = after block ``p``),
+        refused in one sentence when one is out of range."""
+        positions = sorted(set(int(p) for p in positions))
+        bad = [p for p in positions if not -1 <= p < self.num_layers]
+        if bad:
+            raise ValueError(f'{name} {bad} out of range: use -1 (before block 0) .. '
+                             f'{self.num_layers - 1} (after the last block)')
+        return positions
 
     def _frozen_modules(self):
         mods = [self.patch_embed, self.drop_after_pos]
