@@ -71,6 +71,12 @@ def _upstream_config_exists(ref):
     return osp.isfile(path), f'{ref!r} is not a config shipped with {package}'
 
 
+def _configs(row):
+    """A row's configs as a list (one may be written as a plain string)."""
+    configs = row.get('configs') or []
+    return [configs] if isinstance(configs, str) else configs
+
+
 def _check_row(where, row, problems, referenced, root, upstream_cache, in_text=False):
     if not isinstance(row, dict):
         problems.append(f'{where}: a row must be a mapping with row/kind/configs|none, got {row!r}')
@@ -85,9 +91,7 @@ def _check_row(where, row, problems, referenced, root, upstream_cache, in_text=F
     kind = row.get('kind')
     if kind not in KINDS:
         problems.append(f'{where}: kind {kind!r} is not one of {KINDS}')
-    configs = row.get('configs') or []
-    if isinstance(configs, str):
-        configs = [configs]
+    configs = _configs(row)
     if configs and row.get('none'):
         problems.append(f'{where}: has both configs and `none`; keep one')
     if not configs and not row.get('none'):
@@ -200,8 +204,7 @@ def render(root=ROOT):
                 body += [table['note'], '']
             body += ['| row | kind | config |', '|---|---|---|']
             for row in table.get('rows') or []:
-                configs = row.get('configs') or []
-                configs = [configs] if isinstance(configs, str) else configs
+                configs = _configs(row)
                 if row.get('kind') == 'comparison':
                     counts['cmp_ok' if configs else 'cmp_none'] += 1
                 else:
