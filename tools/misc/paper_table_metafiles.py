@@ -354,7 +354,8 @@ def model_entry(cfg_rel: str, collection: str, zoo: dict) -> list:
         lines += [f'      - Task: {t}', f'        Dataset: {dataset}']
         if ms:
             lines.append('        Metrics:')
-            lines += [f'          {k}: {v}  # reported ({source})' for k, v in ms.items()]  # as printed: 38.0 stays 38.0
+            # as the paper prints them: 38.0 stays 38.0
+            lines += [f'          {k}: {v}  # reported ({source})' for k, v in ms.items()]
         else:
             lines.append(f'        Metrics: {{}}  # {source}')
     lines += [f'    Config: {cfg_rel}', '    Weights: null']
