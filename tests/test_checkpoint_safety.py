@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from toolcfg import RESNET18_CLS, repo_path, run_tool, write_cfg
+from toolcfg import RESNET18_CLS, load_tool, repo_path, run_tool, write_cfg
 
 CONVERTERS = repo_path('tools', 'model_converters')
 
@@ -548,11 +548,7 @@ def test_init_cfg_pretrained_refuses_crafted_files(tmp_path):
 
 
 def _converter_main(name):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'conv_{name}', osp.join(CONVERTERS, f'{name}.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.main
+    return load_tool(osp.join(CONVERTERS, f'{name}.py')).main
 
 
 CONVERTER_NAMES = sorted(osp.splitext(f)[0] for f in os.listdir(CONVERTERS) if f.endswith('.py'))
@@ -583,11 +579,7 @@ def test_converters_refuse_crafted_files_and_take_the_trust_flag(name, tmp_path,
 
 # ------------------------------------------------------------------------------------------ our tools
 def _tool(name):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'mmposmlp_tool_{name}', repo_path('tools', f'{name}.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.main
+    return load_tool('tools', f'{name}.py').main
 
 
 def run_in_process(name, argv, capsys=None):

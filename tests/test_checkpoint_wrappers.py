@@ -1,6 +1,5 @@
 """Every checkpoint wrapper the official training scripts write, through ``init_cfg`` and the
 converter CLIs: EMA weights preferred (with a switch), no key dropped silently."""
-import importlib.util
 import json
 import os
 import os.path as osp
@@ -9,16 +8,10 @@ import pytest
 import torch
 
 from mmposmlp.models.checkpoints import CheckpointMismatchError, extract_state_dict, load_checkpoint_file
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DATA = osp.join(ROOT, 'tests', 'data')
-
-
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, osp.join(ROOT, 'tools', 'model_converters', name + '.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _weights():
@@ -82,7 +75,7 @@ def test_wavemlp_cli_whole_mmdet_checkpoint(tmp_path):
                   'roi_head.bbox_head.fc_cls.weight': torch.zeros(3, 8)})
     src, dst = tmp_path / 'mask_rcnn_wavemlp.pth', tmp_path / 'out.pth'
     torch.save({'meta': {'mmdet_version': '2.11.0'}, 'state_dict': state, 'optimizer': {}}, src)
-    _tool('wavemlp2mmposmlp').main([str(src), str(dst)])
+    load_tool('tools', 'model_converters', 'wavemlp2mmposmlp.py').main([str(src), str(dst)])
     out = torch.load(dst, weights_only=True)['state_dict']
     ref = convert_official_wavemlp(backbone)
     assert all(torch.equal(out[k], ref[k]) for k in ref)
@@ -97,7 +90,7 @@ def test_pcpvt_cli_refuses_unknown_keys_unless_ignored(tmp_path):
     state = dict(d['state_dict'], cls_token=torch.zeros(1, 1, 16))
     src, dst = tmp_path / 'pcpvt.pth', tmp_path / 'out.pth'
     torch.save({'model': state, 'epoch': 1}, src)
-    tool = _tool('pcpvt2mmposmlp')
+    tool = load_tool('tools', 'model_converters', 'pcpvt2mmposmlp.py')
     with pytest.raises(KeyError, match='cls_token'):
         tool.main([str(src), str(dst)])
     tool.main([str(src), str(dst), '--ignore-keys', 'cls_token'])

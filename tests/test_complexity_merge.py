@@ -1,11 +1,11 @@
 """``tools/analysis/complexity.py --merge``: the rows it keeps get their "d" columns from the unrounded
 measurements (the hidden block of docs/model_zoo.md), never from the 2-decimal cells."""
-import importlib.util
 import os.path as osp
 
 import pytest
 
 from mmposmlp.analysis import complexity as C
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CFG = 'configs/posmlp/posmlp-t_8xb120_in1k.py'
@@ -65,10 +65,7 @@ def test_a_hand_edited_cell_that_contradicts_the_measurements_is_refused():
 def test_merge_recounts_a_kept_row_whose_paper_changed_and_that_has_no_measurements(tmp_path, monkeypatch):
     """The tool counts the requested config, keeps a row with measurements as it is and counts again a row
     of an older file (rounded cells only) whose papers' numbers are no longer the printed ones."""
-    spec = importlib.util.spec_from_file_location('complexity_tool', osp.join(ROOT, 'tools', 'analysis',
-                                                                              'complexity.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('tools', 'analysis', 'complexity.py')
     monkeypatch.chdir(ROOT)
     t, s = 'configs/cpvt/cpvt-ti_8xb128_in1k.py', 'configs/cpvt/cpvt-ti-gap_8xb128_in1k.py'
     b = 'configs/cpvt/cpvt-b_8xb128_in1k.py'

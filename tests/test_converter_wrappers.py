@@ -1,22 +1,16 @@
 """Every converter CLI on every file wrapper the official training scripts write: the converted weights are the
 bare state dict's conversion, the EMA weights by default and the trained ones with ``--no-ema``."""
 import argparse
-import importlib.util
 import os.path as osp
 import sys
 
 import pytest
 import torch
 
+from toolcfg import load_tool
+
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DATA = osp.join(ROOT, 'tests', 'data')
-
-
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, osp.join(ROOT, 'tools', 'model_converters', name + '.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _state(converter):
@@ -56,7 +50,7 @@ CONVERTERS = ['posmlp2mmposmlp', 'pcpvt2mmposmlp', 'wavemlp2mmposmlp', 'posmlp_v
 
 
 def _convert(converter, src, dst, *flags, monkeypatch=None):
-    tool = _tool(converter)
+    tool = load_tool('tools', 'model_converters', converter + '.py')
     argv = [str(src), str(dst), *EXTRA_ARGS.get(converter, []), *flags]
     try:
         tool.main(argv)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from mmposmlp.models.backbones.cpvt import CPVT
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TABLES = osp.join(ROOT, 'configs', 'cpvt', 'paper_tables')
@@ -304,7 +305,6 @@ def test_small_variants_export_to_onnx_with_dynamic_sizes(name, size, other, tmp
     resizing is in the graph, not fixed at the example's grid."""
     pytest.importorskip('onnxruntime')
     pytest.importorskip('onnxscript')
-    import importlib.util
 
     from mmengine.registry import MODELS
 
@@ -317,9 +317,7 @@ def test_small_variants_export_to_onnx_with_dynamic_sizes(name, size, other, tmp
     model = _randomised(MODELS.build(cfg.model)).float()
     ckpt = tmp_path / f'{name}.pth'
     torch.save({'state_dict': model.state_dict()}, ckpt)
-    spec = importlib.util.spec_from_file_location('pytorch2onnx', osp.join(ROOT, 'tools/deployment/pytorch2onnx.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('tools/deployment/pytorch2onnx.py')
     tool.main([str(cfg_path), str(ckpt), '--shape', *map(str, size), '--dynamic', '--check-shape', *map(str, other),
                '--out', str(tmp_path / 'm.onnx')])
     checks = [line for line in capsys.readouterr().out.splitlines() if line.startswith('onnxruntime vs PyTorch')]

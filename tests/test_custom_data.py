@@ -11,7 +11,7 @@ import os.path as osp
 
 import pytest
 
-from toolcfg import repo_path, run_tool
+from toolcfg import load_tool, repo_path, run_tool
 
 TOOL = repo_path('tools', 'misc', 'make_custom_config.py')
 TOOL_REL = 'tools/misc/make_custom_config.py'
@@ -45,11 +45,8 @@ def run_in_process(base, root, out, *extra):
 def run_tool_main(argv):
     """tools/misc/make_custom_config.py main(argv) in this process: (exit code, stdout, stderr)."""
     import contextlib
-    import importlib.util
     import io
-    spec = importlib.util.spec_from_file_location('mmposmlp_make_custom_config', TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool(TOOL)
     buf, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
         rc = tool.main(list(argv))

@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from toolcfg import repo_path
+from toolcfg import load_tool, repo_path
 
 DET = repo_path('configs', 'posmlp', 'mask-rcnn_posmlp-t_1x_coco.py')
 SEG = repo_path('configs', 'posmlp', 'fpn_posmlp-t_4xb4-80k_ade20k-512x512.py')
@@ -422,13 +422,10 @@ def test_named_video_transform_turns_decoder_errors_into_one_sentence(data, tmp_
 def run_tool(name, argv, capsys):
     """tools/<name>.py as the command line runs it (run_cli: exit code, one ERROR line), in this process:
     (exit code, stderr)."""
-    import importlib.util
 
     from conftest import drop_new_mmengine_instances, mmengine_instance_names
     from mmposmlp.engine.entry import run_cli
-    spec = importlib.util.spec_from_file_location(f'mmposmlp_tool_{name}', repo_path('tools', f'{name}.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('tools', f'{name}.py')
     before = mmengine_instance_names()
     capsys.readouterr()
     try:
@@ -524,10 +521,9 @@ def test_classification_mmpretrain_imagenet_type_with_split(data, tmp_path):
 # ------------------------------------------------------------------ through the tools
 def test_train_and_test_tools_run_the_checks(data, tmp_path, capsys):
     from mmposmlp.engine.entry import run_cli
-    from test_tools import _load_tool
     root = data['coco']
-    train = _load_tool(repo_path('tools', 'train.py'), 'mmposmlp_tools_train_checks')
-    test = _load_tool(repo_path('tools', 'test.py'), 'mmposmlp_tools_test_checks')
+    train = load_tool('tools', 'train.py')
+    test = load_tool('tools', 'test.py')
     opts = [f'{k}={v!r}' if isinstance(v, tuple) else f'{k}={v}' for k, v in
             det_options(root, classes=None, heads=None).items()]
     rc = run_cli(train.main, [DET, '--work-dir', str(tmp_path / 'w'), '--cfg-options'] + opts)

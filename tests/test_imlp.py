@@ -1,5 +1,4 @@
 """IMLP layers (AGeLU, IMLP and its ablation variants) and the Theorem 1 Lipschitz tool."""
-import importlib.util
 import math
 import os.path as osp
 
@@ -9,16 +8,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mmposmlp.models.layers.imlp import AGeLU, ActivationSum, AdaptiveActivation, ASoftPlus, IMLP
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 def _load_lipschitz_tool():
-    spec = importlib.util.spec_from_file_location(
-        'imlp_lipschitz', osp.join(ROOT, 'tools/analysis/imlp_lipschitz.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool('tools/analysis/imlp_lipschitz.py')
 
 
 # ----------------------------------------------------------------------------- AGeLU

@@ -15,6 +15,7 @@ import torch
 from mmposmlp.models.backbones.lvt import (LVT, LVTClassAttentionHead, convert_official_lvt,
                                            official_lvt_kwargs)
 from mmposmlp.models.checkpoints import CheckpointMismatchError
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DATA = osp.join(ROOT, 'tests', 'data')
@@ -115,12 +116,7 @@ def test_full_size_official_lvt_cls_converts_exactly_fp64(r):
 
 # ----------------------------------------------------------------------------- converter CLI and init_cfg
 def _cli():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('lvt2mmposmlp',
-                                                  osp.join(ROOT, 'tools/model_converters/lvt2mmposmlp.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool('tools', 'model_converters', 'lvt2mmposmlp.py')
 
 
 def test_converter_cli_takes_the_ema_weights_of_a_timm_checkpoint_unless_told(options, tmp_path):

@@ -1,17 +1,15 @@
 """The curated mutants of ``make test-mutation`` follow the code (tools/misc/mutants.py)."""
-import importlib.util
 import os.path as osp
 
 import pytest
+
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 def _runner():
-    spec = importlib.util.spec_from_file_location('mutation_test', osp.join(ROOT, 'tools', 'misc', 'mutation_test.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool('tools', 'misc', 'mutation_test.py')
 
 
 RUNNER = _runner()

@@ -11,6 +11,8 @@ import torch.nn as nn
 from mmposmlp.models.backbones.posmlp import (PosMLP, convert_official_posmlp, official_arch_to_ours,
                                                official_convert_kwargs)
 
+from toolcfg import load_tool
+
 DATA = os.path.join(os.path.dirname(__file__), 'data')
 OPTION_FILES = ['posmlp_options_gates.pt', 'posmlp_options_layers.pt', 'posmlp_options_downsample.pt']
 
@@ -279,14 +281,10 @@ def test_pcpvt_unsupported_official_options_are_refused(option, value, words):
         official_arch_to_ours({option: value})
 
 
-def test_posmlp_cli_official_arch(tmp_path, repo_root, monkeypatch):
+def test_posmlp_cli_official_arch(tmp_path, monkeypatch):
     """posmlp2mmposmlp.py --official-arch converts a checkpoint trained with symmetric=False exactly."""
-    import importlib.util
     import sys
-    spec = importlib.util.spec_from_file_location(
-        'posmlp2mmposmlp', os.path.join(repo_root, 'tools/model_converters/posmlp2mmposmlp.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('tools/model_converters/posmlp2mmposmlp.py')
     d = _load('posmlp_options_layers.pt')
     case = d['cases']['qpe_asymmetric']
     src, dst = tmp_path / 'official.pth.tar', tmp_path / 'ours.pth'

@@ -5,11 +5,12 @@ Small archs on CPU. The default suite runs the layout equalities (the export for
 layouts against the cached one) and the refusals; the exports themselves (each takes minutes on 2
 cores: torch.export's shape reasoning) are ``slow``.
 """
-import importlib.util
 import os.path as osp
 
 import pytest
 import torch
+
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 pytest.importorskip('onnx')
@@ -61,10 +62,7 @@ STATIC_ONLY = {'imlp_swin_classifier', 'posmlp_semantic_fpn'}
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location('pytorch2onnx', osp.join(ROOT, 'tools/deployment/pytorch2onnx.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('tools', 'deployment', 'pytorch2onnx.py')
 
 
 def _case(tmp_path, name):

@@ -14,6 +14,7 @@ import yaml
 
 from mmposmlp.analysis.metafile import derived_metadata
 from mmposmlp.analysis.metafile import zoo_rows as _zoo_rows
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 ZOO = osp.join(ROOT, 'docs', 'model_zoo.md')
@@ -182,12 +183,7 @@ def test_metafile_training_metadata_matches_the_configs():
 
 
 def _paper_table_generator():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('paper_table_metafiles',
-                                                  osp.join(ROOT, 'tools', 'misc', 'paper_table_metafiles.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool('tools', 'misc', 'paper_table_metafiles.py')
 
 
 def test_paper_table_metafiles_carry_their_rows_as_reported():
@@ -663,12 +659,7 @@ def test_each_librarys_own_train_py_trains_a_user_config_inheriting_mmposmlp(lib
 # ----------------------------------------------------------------------------------------------------------------
 
 def _pure_python_generator():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('make_pure_python_configs',
-                                                  osp.join(ROOT, 'tools', 'misc', 'make_pure_python_configs.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool('tools', 'misc', 'make_pure_python_configs.py')
 
 
 def _own_type_names(obj):

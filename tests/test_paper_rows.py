@@ -1,17 +1,15 @@
 """The papers' row inventories (configs/<family>/paper_rows.yml): every table, every row, and its config."""
-import importlib.util
 import os
 
 import pytest
+
+from toolcfg import load_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location('paper_rows', os.path.join(ROOT, 'tools', 'misc', 'paper_rows.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('tools', 'misc', 'paper_rows.py')
 
 
 def test_every_table_row_of_every_paper_has_its_config():

@@ -1,5 +1,4 @@
 """PVT + PEG (= Twins PCPVT): official test vector, mmpretrain conversion, shapes, grads, loading."""
-import importlib.util
 import json
 import os.path as osp
 
@@ -9,6 +8,7 @@ import torch
 from mmposmlp.models.backbones.pvt_peg import PVTPEG, convert_pcpvt
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from mmposmlp.registry import MODELS
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 VECTOR = osp.join(ROOT, 'tests', 'data', 'pcpvt.pt')
@@ -17,11 +17,7 @@ TINY = dict(depths=[1, 1, 2, 1], embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3,
 
 
 def _converter_module():
-    spec = importlib.util.spec_from_file_location(
-        'pcpvt2mmposmlp', osp.join(ROOT, 'tools', 'model_converters', 'pcpvt2mmposmlp.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool('tools', 'model_converters', 'pcpvt2mmposmlp.py')
 
 
 @pytest.fixture(scope='module')

@@ -18,6 +18,7 @@ from mmengine.registry import DefaultScope
 from mmposmlp.models.backbones.pvt_peg import (PVTPEG, convert_pcpvt, convert_pcpvt_head, detect_pcpvt_layout,
                                                official_pvt_v1_arch_to_ours)
 from mmposmlp.models.checkpoints import CheckpointMismatchError
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 VECTOR = osp.join(ROOT, 'tests', 'data', 'pvt_v1_options.pt')
@@ -93,10 +94,7 @@ def test_classifier_checkpoint_into_dense_backbone(vector, tmp_path):
 
 
 def test_converter_cli_on_official_pvt_v1(vector, tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        'pcpvt2mmposmlp', osp.join(ROOT, 'tools', 'model_converters', 'pcpvt2mmposmlp.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_tool('tools', 'model_converters', 'pcpvt2mmposmlp.py')
     case, kw = _official(vector, 'cls')
     src, dst = tmp_path / 'pvt_tiny.pth', tmp_path / 'out.pth'
     torch.save({'model': case['state_dict']}, src)
@@ -132,10 +130,7 @@ def test_mmdet_pvt_v1_converts_exactly(use_abs_pos_embed):
     ours = ours.double().eval()
     if use_abs_pos_embed:  # a whole mmdet detector file through the CLI: the neck and head dropped on purpose
         import tempfile
-        spec = importlib.util.spec_from_file_location(
-            'pcpvt2mmposmlp', osp.join(ROOT, 'tools', 'model_converters', 'pcpvt2mmposmlp.py'))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        mod = load_tool('tools', 'model_converters', 'pcpvt2mmposmlp.py')
         det = {**{'backbone.' + k: v.float() for k, v in state.items()}, 'neck.lateral_convs.0.conv.weight':
                torch.zeros(1), 'bbox_head.retina_cls.weight': torch.zeros(1)}
         with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,6 @@ masks, and run through the warm-up into the cosine: per parameter the learning r
 after every step the weights and EMA weights, must agree.
 """
 import copy
-import importlib.util
 import json
 import math
 import os.path as osp
@@ -17,6 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
+from toolcfg import load_tool
 
 timm = pytest.importorskip('timm')
 
@@ -109,13 +110,6 @@ def _vector(name):
     return torch.load(osp.join(DATA, f'{name}.pt'), weights_only=True)
 
 
-def _load_tool(rel):
-    spec = importlib.util.spec_from_file_location(osp.basename(rel)[:-3], osp.join(ROOT, rel))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _official_markers(state, no_weight_decay):
     """timm's rule on the official names: 1 where timm decays the tensor, 0 where it does not."""
     import fnmatch
@@ -159,7 +153,7 @@ def _build(family):
         official_state, convert = d['state_dict'], convert_official_wavemlp
         size = (64, 64)
     elif family == 'pcpvt':
-        conv = _load_tool('tools/model_converters/pcpvt2mmposmlp.py')
+        conv = load_tool('tools', 'model_converters', 'pcpvt2mmposmlp.py')
         d = _vector('pcpvt')
         a = json.loads(d['arch_json'])
         cfg.model.backbone.arch = {k: a[k] for k in ('depths', 'embed_dims', 'num_heads', 'mlp_ratios',

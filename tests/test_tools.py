@@ -6,7 +6,7 @@ import pickle
 import pytest
 import torch
 
-from toolcfg import (MASK_RCNN, RESNET18_CLS, SEM_FPN, TSN, repo_path, run_tool, write_cfg)
+from toolcfg import (MASK_RCNN, RESNET18_CLS, SEM_FPN, TSN, load_tool, repo_path, run_tool, write_cfg)
 
 TRAIN = repo_path('tools', 'train.py')
 TEST = repo_path('tools', 'test.py')
@@ -163,14 +163,14 @@ class _Res:
 def _train_in_process(args, capsys):
     """tools/train.py's entry (run_cli(main)) in this process: the same output, without a new interpreter."""
     from mmposmlp.engine.entry import run_cli
-    train = _load_tool(TRAIN, 'mmposmlp_tools_train_cli')
+    train = load_tool(TRAIN)
     rc = run_cli(train.main, args)
     return _Res(rc, capsys.readouterr().err)
 
 
 def _test_in_process(args, capsys):
     from mmposmlp.engine.entry import run_cli
-    test = _load_tool(TEST, 'mmposmlp_tools_test_cli')
+    test = load_tool(TEST)
     rc = run_cli(test.main, args)
     return _Res(rc, capsys.readouterr().err)
 
@@ -198,17 +198,9 @@ def test_missing_dataset_is_one_clear_error(tmp_path, capsys):
     _short_error(_test_in_process([cfg, str(tmp_path / 'nothing.pth')], capsys), 'nothing.pth', 'does not exist')
 
 
-def _load_tool(path, name):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_local_rank_spellings_and_amp_on_cpu(toy_data, tmp_path, monkeypatch):
-    train = _load_tool(TRAIN, 'mmposmlp_tools_train')
-    test = _load_tool(TEST, 'mmposmlp_tools_test')
+    train = load_tool(TRAIN)
+    test = load_tool(TEST)
     for tool, extra in ((train, []), (test, ['ckpt.pth'])):
         for flag in ('--local-rank=1', '--local_rank=1'):
             monkeypatch.delenv('LOCAL_RANK', raising=False)

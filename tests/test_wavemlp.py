@@ -13,6 +13,7 @@ from mmposmlp.models.backbones.wave_mlp import (WaveMLP, convert_official_waveml
                                                 is_official_wavemlp)
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from mmposmlp.models.layers.patm import PATM
+from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DATA = osp.join(ROOT, 'tests', 'data')
@@ -25,16 +26,6 @@ TINY_GN = dict(TINY, norm_cfg=dict(type='GN', num_groups=1))
 # (reference_impls.md 2.2, built from the official code); paper Table 2: 15M/17M/30M/44M/63M.
 OFFICIAL_PARAMS = {'t-dw': 15_286_472, 't': 17_193_160, 's': 30_708_040, 'm': 44_056_632,
                    'b': 63_586_360}
-
-
-def _load_tool(rel):
-    """Import a script under tools/ by path (tools/ is not a package)."""
-    import importlib.util
-    path = osp.join(ROOT, rel)
-    spec = importlib.util.spec_from_file_location(osp.splitext(osp.basename(rel))[0], path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _load_vector(name):
@@ -304,7 +295,7 @@ def test_converter_handles_wrappers_and_rejects_unknown_keys():
 
 def test_converter_cli_timm_checkpoint(tmp_path):
     """A timm CheckpointSaver file (args Namespace, state_dict + state_dict_ema)."""
-    main = _load_tool('tools/model_converters/wavemlp2mmposmlp.py').main
+    main = load_tool('tools/model_converters/wavemlp2mmposmlp.py').main
     d = _load_vector('wavemlp_gn_dw')
     ema = {k: (v + 1 if v.is_floating_point() else v) for k, v in d['state_dict'].items()}
     src, dst = tmp_path / 'WaveMLP_x.pth.tar', tmp_path / 'out.pth'
@@ -546,7 +537,7 @@ def test_dense_flops_match_paper(name, hw, paper):
 
 # ---------------------------------------------------------------------------- phase-map tool
 def test_phase_difference_mosaic_matches_naive():
-    phase_difference_mosaic = _load_tool(
+    phase_difference_mosaic = load_tool(
         'tools/analysis/wavemlp_phase_maps.py').phase_difference_mosaic
     torch.manual_seed(0)
     theta = torch.rand(3, 4, 5) * 6
@@ -570,7 +561,7 @@ def test_phase_maps_tool_writes_png(tmp_path):
     pytest.importorskip('matplotlib')
     from PIL import Image
 
-    tool = _load_tool('tools/analysis/wavemlp_phase_maps.py')
+    tool = load_tool('tools/analysis/wavemlp_phase_maps.py')
     d = _load_vector('wavemlp_gn_dw')
     ck = tmp_path / 'official.pth'
     torch.save({'state_dict': d['state_dict']}, ck)

@@ -116,3 +116,14 @@ def run_tool(args, cwd, env=None, timeout=600):
 
 def repo_path(*p):
     return osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), *p)
+
+
+def load_tool(*rel):
+    """A script under ``tools/`` (not a package) imported by its path, freshly: ``load_tool('tools',
+    'model_converters', 'lvt2mmposmlp.py')``; the module is named after the file."""
+    import importlib.util
+    path = repo_path(*rel)
+    spec = importlib.util.spec_from_file_location(osp.splitext(osp.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
