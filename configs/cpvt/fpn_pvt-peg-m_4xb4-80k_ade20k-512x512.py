@@ -10,6 +10,7 @@ data_preprocessor = dict(size=crop_size)
 
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
+pretrained = 'https://download.openmmlab.com/mmclassification/v0/twins/twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth'  # noqa
 model = dict(
     data_preprocessor=data_preprocessor,
     decode_head=dict(num_classes=150),
@@ -23,7 +24,7 @@ model = dict(
         drop_path_rate=0.2,
         init_cfg=dict(
             type='Pretrained',
-            checkpoint='checkpoints/pvt-peg-m-gap_in1k_mmposmlp.pth',
+            checkpoint=pretrained,
             prefix='backbone.',
             # the classifier's final norm: the dense backbone has no norm3 (official Twins dense
             # CPVTV2 never applies its final norm either)

@@ -5,6 +5,7 @@ _base_ = 'mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py'
 
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
+pretrained = 'https://download.openmmlab.com/mmclassification/v0/twins/twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth'  # noqa
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -15,9 +16,9 @@ model = dict(
         drop_path_rate=0.2,
         init_cfg=dict(
             type='Pretrained',
-            # ImageNet PVT-medium+PEG+GAP weights: pvt-peg-m-gap_8xb128_in1k.py, or
-            # tools/model_converters/pcpvt2mmposmlp.py on the official Twins PCPVT weights
-            checkpoint='checkpoints/pvt-peg-m-gap_in1k_mmposmlp.pth',
+            # ImageNet PVT-medium+PEG+GAP weights: the official Twins PCPVT-B file mmpretrain hosts,
+            # downloaded by URL and converted on load
+            checkpoint=pretrained,
             prefix='backbone.',
             # the classifier's final norm: the dense backbone has no norm3 (official Twins dense
             # CPVTV2 never applies its final norm either)

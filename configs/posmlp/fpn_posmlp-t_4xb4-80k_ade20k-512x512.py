@@ -7,7 +7,7 @@
 _base_ = 'mmseg::sem_fpn/fpn_r50_4xb4-160k_ade20k-512x512.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
-pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
+pretrained = 'checkpoints/PosMLP_T.pth'  # the official file, saved by hand (see the README)
 model = dict(
     pretrained=None,
     backbone=dict(
@@ -17,7 +17,7 @@ model = dict(
         shift=True,
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[96, 192, 384, 768]))
 
 optim_wrapper = dict(

@@ -3,12 +3,12 @@
 # weight decay 0.067, shifted windows on (Swin-style, "for the large resolution").
 # Norms and the positional parameters of the gating units (GQPE centres/spreads, token
 # biases, LRPE tables) get no weight decay, as Swin's detection recipe does for its
-# position tables. The backbone starts from the converted ImageNet checkpoint:
-#   python tools/model_converters/posmlp2mmposmlp.py PosMLP_T.pth checkpoints/posmlp-t_in1k_mmposmlp.pth
+# position tables. The backbone starts from the official ImageNet weights PosMLP_T.pth (Google Drive only, no
+# direct URL): saved as checkpoints/PosMLP_T.pth under that name, they are converted on load.
 _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
-pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
+pretrained = 'checkpoints/PosMLP_T.pth'  # the official file, saved by hand (see the README)
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -18,7 +18,7 @@ model = dict(
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.1,
         norm_eval=True,  # the stem BatchNorm keeps its ImageNet statistics (2 images/GPU)
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[96, 192, 384, 768]))
 
 optim_wrapper = dict(

@@ -7,7 +7,7 @@
 _base_ = 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
-pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
+pretrained = 'checkpoints/PosMLP_T.pth'  # the official file, saved by hand (see the README)
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -17,7 +17,7 @@ model = dict(
         out_indices=(1, 2, 3),
         drop_path_rate=0.1,
         norm_eval=True,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[192, 384, 768], start_level=0, num_outs=5))
 
 optim_wrapper = dict(

@@ -6,7 +6,7 @@
 _base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
-pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
+pretrained = 'checkpoints/PosMLP_T.pth'  # the official file, saved by hand (see the README)
 model = dict(
     pretrained=None,
     backbone=dict(
@@ -16,7 +16,7 @@ model = dict(
         shift=True,
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.3,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     decode_head=dict(in_channels=[96, 192, 384, 768]),
     auxiliary_head=dict(in_channels=384))
 

@@ -3,9 +3,9 @@
 # AdamW lr 1e-4 wd 1e-4, poly decay power 0.9, 512x512 random crops, test shorter side 512.
 # Channel-FC phase estimation of the released ImageNet models (loads the official
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
-# Backbone: official WaveMLP_M weights converted with
-# tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-m_in1k_mmposmlp.pth.
+# Backbone: the official WaveMLP_M weights, downloaded by URL (once, into torch's hub cache) and converted on load.
 # The segmentor and recipe of fpn_wavemlp-s_4xb8-40k_ade20k-512x512.py; only the backbone differs.
 _base_ = './fpn_wavemlp-s_4xb8-40k_ade20k-512x512.py'
 
-model = dict(backbone=dict(arch='m', init_cfg=dict(checkpoint='checkpoints/wavemlp-m_in1k_mmposmlp.pth')))
+pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_M.pth.tar'  # noqa
+model = dict(backbone=dict(arch='m', init_cfg=dict(checkpoint=pretrained)))

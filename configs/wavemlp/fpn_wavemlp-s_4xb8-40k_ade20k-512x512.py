@@ -3,12 +3,12 @@
 # AdamW lr 1e-4 wd 1e-4, poly decay power 0.9, 512x512 random crops, test shorter side 512.
 # Channel-FC phase estimation of the released ImageNet models (loads the official
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
-# Backbone: official WaveMLP_S weights converted with
-# tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-s_in1k_mmposmlp.pth.
+# Backbone: the official WaveMLP_S weights, downloaded by URL (once, into torch's hub cache) and converted on load.
 # The segmentor and recipe of fpn_wavemlp-t_4xb8-40k_ade20k-512x512.py; only the backbone differs.
 _base_ = './fpn_wavemlp-t_4xb8-40k_ade20k-512x512.py'
 
 # S/M/B keep their arch's GroupNorm: the backbone is restated without T's SyncBN norm_cfg.
+pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_S.pth.tar'  # noqa
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -17,4 +17,4 @@ model = dict(
         out_indices=(0, 1, 2, 3),
         phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
         drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-s_in1k_mmposmlp.pth')))
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)))

@@ -3,8 +3,9 @@
 # AdamW lr 1e-4 wd 1e-4, poly decay power 0.9, 512x512 random crops, test shorter side 512.
 # Depthwise phase estimation: the configuration whose params match paper Tables 3-4
 # (see README: the tables' sizes fit the depthwise phase at every size).
-# Backbone: official WaveMLP_T_dw (T*) weights converted to checkpoints/wavemlp-t-dw_in1k_mmposmlp.pth.
+# Backbone: the official WaveMLP_T_dw (T*) weights, downloaded by URL and converted on load.
 # The segmentor and recipe of fpn_wavemlp-t_4xb8-40k_ade20k-512x512.py; only the backbone differs.
 _base_ = './fpn_wavemlp-t_4xb8-40k_ade20k-512x512.py'
 
-model = dict(backbone=dict(arch='t-dw', init_cfg=dict(checkpoint='checkpoints/wavemlp-t-dw_in1k_mmposmlp.pth')))
+pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_T_dw.pth.tar'  # noqa
+model = dict(backbone=dict(arch='t-dw', init_cfg=dict(checkpoint=pretrained)))

@@ -3,8 +3,7 @@
 # AdamW lr 1e-4 wd 1e-4, poly decay power 0.9, 512x512 random crops, test shorter side 512.
 # Channel-FC phase estimation of the released ImageNet models (loads the official
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
-# Backbone: official WaveMLP_T weights converted with
-# tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-t_in1k_mmposmlp.pth.
+# Backbone: the official WaveMLP_T weights, downloaded by URL (once, into torch's hub cache) and converted on load.
 # The other sizes and the depthwise (-dw) variants inherit this segmentor and recipe.
 _base_ = [
     'mmseg::_base_/models/fpn_r50.py', 'mmseg::_base_/datasets/ade20k.py',
@@ -14,6 +13,7 @@ custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 crop_size = (512, 512)
 data_preprocessor = dict(size=crop_size)
+pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_T.pth.tar'  # noqa
 model = dict(
     data_preprocessor=data_preprocessor,
     pretrained=None,
@@ -25,7 +25,7 @@ model = dict(
         norm_cfg=dict(type='SyncBN', requires_grad=True),
         phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
         drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-t_in1k_mmposmlp.pth')),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[64, 128, 320, 512]),
     decode_head=dict(num_classes=150))
 

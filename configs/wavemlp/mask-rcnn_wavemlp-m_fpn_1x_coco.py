@@ -1,9 +1,9 @@
 # Mask R-CNN 1x with Wave-MLP-M; paper Table 3 (reported): 59.6M / 311.5G, 45.3 APb / 41.0 APm.
 # Channel-FC phase estimation of the released ImageNet models (loads the official
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
-# Backbone: official WaveMLP_M weights converted with
-# tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-m_in1k_mmposmlp.pth.
+# Backbone: the official WaveMLP_M weights, downloaded by URL (once, into torch's hub cache) and converted on load.
 # The detector and recipe of mask-rcnn_wavemlp-s_fpn_1x_coco.py; only the backbone differs.
 _base_ = './mask-rcnn_wavemlp-s_fpn_1x_coco.py'
 
-model = dict(backbone=dict(arch='m', init_cfg=dict(checkpoint='checkpoints/wavemlp-m_in1k_mmposmlp.pth')))
+pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_M.pth.tar'  # noqa
+model = dict(backbone=dict(arch='m', init_cfg=dict(checkpoint=pretrained)))

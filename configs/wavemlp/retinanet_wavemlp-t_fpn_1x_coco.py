@@ -1,12 +1,12 @@
 # RetinaNet 1x with Wave-MLP-T; paper Table 3 (reported): 25.3M / 196.3G, 40.4 AP.
 # Channel-FC phase estimation of the released ImageNet models (loads the official
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
-# Backbone: official WaveMLP_T weights converted with
-# tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-t_in1k_mmposmlp.pth.
+# Backbone: the official WaveMLP_T weights, downloaded by URL (once, into torch's hub cache) and converted on load.
 # The other sizes and the depthwise (-dw) variants inherit this detector and recipe.
 _base_ = 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
+pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_T.pth.tar'  # noqa
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -16,7 +16,7 @@ model = dict(
         norm_cfg=dict(type='SyncBN', requires_grad=True),
         phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
         drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-t_in1k_mmposmlp.pth')),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[64, 128, 320, 512]))
 
 # PVT recipe (paper Sec. 4.2): AdamW lr 1e-4, wd 1e-4, 12 epochs (1x), 8 GPUs x 2 images

@@ -12,6 +12,7 @@ import torch
 from mmengine.logging import MMLogger, print_log
 
 from mmposmlp.utils.compat import safe_torch_load
+from mmposmlp.utils.safe_load import UnsafeCheckpointError
 
 #: (weights key, EMA weights key) of the checkpoint wrappers the official training scripts write:
 #: timm ``CheckpointSaver`` (PosMLP, Wave-MLP: ``state_dict`` / ``state_dict_ema``), DeiT-style
@@ -89,12 +90,16 @@ def _mmengine_ema_weights(ckpt, prefer_ema: bool, source: str) -> Dict[str, torc
     return dict(plain) if prefer_ema else {**plain, **trained}
 
 
-def load_checkpoint_file(path: str, prefer_ema: bool = True, map_location='cpu') -> Dict[str, torch.Tensor]:
-    """Read ``path`` and return its weights (:func:`extract_state_dict`), ``module.`` (DDP) removed."""
+def load_checkpoint_file(path: str, prefer_ema: bool = True, map_location='cpu',
+                         source: Optional[str] = None) -> Dict[str, torch.Tensor]:
+    """Read ``path`` and return its weights (:func:`extract_state_dict`), ``module.`` (DDP) removed.
+    ``source`` names the file in messages (default ``path``; a download: its URL)."""
     if not osp.isfile(path):
         from mmposmlp.utils.pretrained import how_to_make
         raise FileNotFoundError(f'checkpoint {path} does not exist: {how_to_make(path)}.')
-    state = extract_state_dict(safe_torch_load(path, map_location=map_location), prefer_ema=prefer_ema, source=path)
+    source = source or path
+    state = extract_state_dict(safe_torch_load(path, map_location=map_location), prefer_ema=prefer_ema,
+                               source=source)
     return {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
 
 
@@ -198,14 +203,49 @@ def load_pretrained(module: torch.nn.Module, checkpoint: str, prefix: Optional[s
                     converter: Optional[Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]] = None,
                     allowed_missing: Iterable[str] = (), allowed_unexpected: Iterable[str] = (),
                     prefer_ema: bool = True, logger=None, map_location='cpu'):
-    """Load ``checkpoint`` (path) into ``module`` with prefix stripping and an optional
+    """Load ``checkpoint`` (a path, or an http(s) URL) into ``module`` with prefix stripping and an optional
     official->ours ``converter``; raises :class:`CheckpointMismatchError` on missing keys and on
-    checkpoint keys with no place in ``module`` (unless matched by ``allowed_unexpected``)."""
-    state = strip_prefix(load_checkpoint_file(checkpoint, prefer_ema=prefer_ema, map_location=map_location), prefix)
-    if converter is not None:
-        state = converter(state)
-    return load_state_dict_checked(module, state, allowed_missing, allowed_unexpected,
-                                   source=checkpoint, logger=logger)
+    checkpoint keys with no place in ``module`` (unless matched by ``allowed_unexpected``).
+
+    A URL is downloaded once into torch's hub cache (:func:`mmposmlp.utils.download.fetch`) and kept there
+    only after its published hash and this very load (keys and shapes, after conversion) accepted it; a
+    failed download raises :class:`PretrainedDownloadError`."""
+    def load(path):
+        state = strip_prefix(load_checkpoint_file(path, prefer_ema=prefer_ema, map_location=map_location,
+                                                  source=checkpoint), prefix)
+        if converter is not None:
+            state = converter(state)
+        return load_state_dict_checked(module, state, allowed_missing, allowed_unexpected,
+                                       source=checkpoint, logger=logger)
+
+    from mmposmlp.utils.download import is_url
+    if not is_url(checkpoint):
+        return load(checkpoint)
+    return load_from_url(checkpoint, load)
+
+
+class PretrainedDownloadError(CheckpointMismatchError):
+    """Pretrained weights named by URL could not be downloaded, or the download was not the published file."""
+
+
+def load_from_url(url: str, load: Callable[[str], object]):
+    """``load(path)`` on the verified download of ``url`` (:func:`mmposmlp.utils.download.fetch`). A file that
+    ``load`` refuses is not kept: its one sentence says so and names the manual route."""
+    from mmposmlp.utils.download import DownloadError, fetch, manual_route
+
+    def checked(path):
+        try:
+            return load(path)
+        except (CheckpointMismatchError, UnsafeCheckpointError) as e:
+            if osp.basename(path) == osp.basename(url):
+                raise  # a file already in the cache (kept before, or put there by hand)
+            text = str(e).replace(path, url).rstrip('.')
+            raise type(e)(f'{text} (the download was not kept; a file that fits: {manual_route(url)}).') from None
+
+    try:
+        return fetch(url, checked)
+    except DownloadError as e:
+        raise PretrainedDownloadError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------- init_cfg

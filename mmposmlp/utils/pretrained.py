@@ -1,10 +1,13 @@
 """Where each ImageNet (or Kinetics) checkpoint that a config's ``init_cfg``/``load_from`` names comes from,
-and the exact commands that make it: the official release + our converter, or the config that trains it.
+and the exact commands that make it: the official file (downloaded by URL or saved by hand, converted on
+load), our converter's output, or the config that trains it.
 
-One table, read by tools/train.py's pre-flight check and by the backbones' checkpoint loading, so that a
-missing ``checkpoints/...pth`` is reported in one sentence with the fix, under any library's tools.
+One table, read by tools/train.py's pre-flight check, by the backbones' checkpoint loading (download
+and the one-sentence errors) and by the model zoo (``docs/model_zoo.md``), so that a missing file is
+reported in one sentence with the fix, under any library's tools.
 """
 import os.path as osp
+from typing import Optional
 
 POSMLP_T = ('https://drive.google.com/file/d/1wl0JzFqmdbhRAp2WEgl0dVFW5jnoS6bM/view?usp=share_link '
             '(Google Drive; Baidu: https://pan.baidu.com/s/1x611r3q1mWO3kv1F0OGhqg?pwd=8781, '
@@ -87,9 +90,67 @@ TRAINED_BY['pvt-t-gap_in1k_mmposmlp.pth'] = 'configs/cpvt/paper_tables/pvt-t-gap
 TRAINED_BY['pvt-peg-t-cls_in1k_mmposmlp.pth'] = 'configs/cpvt/paper_tables/pvt-peg-t-cls_8xb128_in1k.py'
 
 
+# ---------------------------------------------------------------------------------------------- official files
+#: The official weights files the configs name, by their official file name: (direct URL or None, what the
+#: file is and where it is published). A config names a direct URL in its ``init_cfg`` (downloaded once into
+#: torch's hub cache, verified and converted on load: :mod:`mmposmlp.utils.download`); a file without one
+#: is saved by hand as ``checkpoints/<official name>`` and converted on load as well. The SHA-256 prefix is
+#: the ``-<hex>`` suffix of the name where the publisher puts one (:func:`published_hash`); no other file
+#: has a published hash.
+OFFICIAL = {}
+for _arch, _official in (('T', 'WaveMLP_T'), ('T* (depthwise phase)', 'WaveMLP_T_dw'), ('S', 'WaveMLP_S'),
+                         ('M', 'WaveMLP_M')):
+    OFFICIAL[f'{_official}.pth.tar'] = (WAVEMLP.format(_official), f'the official Wave-MLP-{_arch} weights '
+                                        '(github.com/huawei-noah/CV-Backbones release `wavemlp`)')
+for _arch, _file in (('S', 'twins-pcpvt-small_3rdparty_8xb128_in1k_20220126-ef23c132.pth'),
+                     ('B', 'twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth')):
+    OFFICIAL[_file] = (PCPVT.format(_file), f"the official Twins PCPVT-{_arch} weights as mmpretrain hosts them "
+                       '(download.openmmlab.com)')
+for _official in ('tiny', 'small', 'medium', 'large'):
+    OFFICIAL[f'pvt_{_official}.pth'] = (PVT_V1.format(f'pvt_{_official}.pth'), f'the official PVT-{_official} '
+                                        '(PVT v1) weights (github.com/whai362/PVT release `v2`)')
+OFFICIAL['deit_tiny_patch16_224-a1311bcf.pth'] = (
+    'https://dl.fbaipublicfiles.com/deit/deit_tiny_patch16_224-a1311bcf.pth',
+    'the official DeiT-Ti weights (facebookresearch/deit README)')
+OFFICIAL['regnety_160-a5fe301d.pth'] = (
+    'https://dl.fbaipublicfiles.com/deit/regnety_160-a5fe301d.pth',
+    "DeiT's RegNetY-160 teacher weights (the DeiT README's --teacher-path)")
+OFFICIAL['PosMLP_T.pth'] = (None, f'the official PosMLP-T weights, published only on {POSMLP_T}')
+OFFICIAL['SSV1_S16.pyth'] = (None, 'the official PosMLP-Video-S something-something v1 checkpoint (a SlowFast '
+                             'file trained with https://github.com/zhouds1918/PosMLP_Video, which hosts no weights; '
+                             'ask its authors)')
+
+
+def published_hash(name_or_url: str) -> Optional[str]:
+    """The SHA-256 prefix a file name publishes (``-<hex>.`` before the extension), as ``torch.hub``'s
+    ``check_hash`` reads it (``torch.hub.HASH_REGEX``); None when the name has none."""
+    from torch.hub import HASH_REGEX
+    m = HASH_REGEX.search(osp.basename(name_or_url.split('?')[0]))
+    return m.group(1) if m and m.group(1) else None
+
+
+def describe_official(name_or_url: str) -> Optional[str]:
+    """What the official file ``name_or_url`` is (:data:`OFFICIAL`), or None for a file not in the table."""
+    entry = OFFICIAL.get(osp.basename(name_or_url.split('?')[0]))
+    return entry[1] if entry else None
+
+
+def _official_route(path: str) -> str:
+    """The fix for a missing official file saved under its official name at ``path``."""
+    name = osp.basename(path)
+    url, what = OFFICIAL[name]
+    if url is None:
+        return (f'it is {what}: there is no direct download, so download {name} from there yourself and save it '
+                f'as {path} under that name (it is converted on load, no converter step)')
+    return (f'it is {what}: `wget -O {path} {url}` (converted on load), or name the URL itself as the '
+            'init_cfg checkpoint (downloaded once into torch\'s hub cache)')
+
+
 def how_to_make(path: str) -> str:
     """The fix for a missing pretrained checkpoint ``path``: where it comes from and the exact commands."""
     name = osp.basename(path)
+    if name in OFFICIAL:
+        return _official_route(path)
     if name in GENERATED:
         return f'the toy data generator writes it with the toy ImageNet: `{GENERATED[name]}`'
     if name in SOURCES:

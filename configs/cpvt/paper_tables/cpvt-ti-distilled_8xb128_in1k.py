@@ -15,6 +15,7 @@
 # token gets no weight decay, as DeiT's no_weight_decay() (pos_embed, cls_token, dist_token).
 _base_ = ['../cpvt-ti_8xb128_in1k.py']
 
+pretrained = 'https://dl.fbaipublicfiles.com/deit/regnety_160-a5fe301d.pth'  # noqa
 model = dict(
     type='mmposmlp.DistillationClassifier',
     backbone=dict(with_dist_token=True),
@@ -32,6 +33,6 @@ model = dict(
         model_name='regnety_160',
         num_classes=1000,
         global_pool='avg',
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/regnety_160-a5fe301d.pth')))
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)))
 
 optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'.dist_token': dict(decay_mult=0.0)}))

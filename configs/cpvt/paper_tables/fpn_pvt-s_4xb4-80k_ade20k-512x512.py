@@ -2,17 +2,17 @@
 # Table 13: 39.8 mIoU, reported).
 # Recipe and dense backbone as the PVT-small+PEG+GAP row (../fpn_pvt-peg-s_4xb4-80k_ade20k-512x512.py; CPVT
 # B.6: "carefully controlled settings"); only the backbone options and its ImageNet checkpoint differ.
-# Checkpoint: train pvt-s_8xb128_in1k.py, or convert the official pvt_small.pth (github.com/whai362/PVT)
-# with tools/model_converters/pcpvt2mmposmlp.py, and keep its weights as
-# checkpoints/pvt-s_in1k_mmposmlp.pth.
+# Checkpoint: the official pvt_small.pth (github.com/whai362/PVT), downloaded by URL
+# and converted on load.
 _base_ = '../fpn_pvt-peg-s_4xb4-80k_ade20k-512x512.py'
 
+pretrained = 'https://github.com/whai362/PVT/releases/download/v2/pvt_small.pth'  # noqa
 model = dict(
     backbone=dict(
         pos_embed_type='learnable',
         peg_after_block=None,
         init_cfg=dict(
-            checkpoint='checkpoints/pvt-s_in1k_mmposmlp.pth',
+            checkpoint=pretrained,
             # the classifier's final norm and its class token: a dense backbone has neither (as in the
             # official dense PVT v1 and mmdet); the class-token slot of the stage-4 position table is
             # dropped with it (logged), as mmdet's pvt_convert does

@@ -2,17 +2,17 @@
 # 43.2 mAP, reported).
 # Recipe and dense backbone as the PVT-medium+PEG+GAP row (../retinanet_pvt-peg-m_fpn_ms-3x_coco.py; CPVT
 # B.6: "carefully controlled settings"); only the backbone options and its ImageNet checkpoint differ.
-# Checkpoint: train pvt-m_8xb128_in1k.py, or convert the official pvt_medium.pth (github.com/whai362/PVT)
-# with tools/model_converters/pcpvt2mmposmlp.py, and keep its weights as
-# checkpoints/pvt-m_in1k_mmposmlp.pth.
+# Checkpoint: the official pvt_medium.pth (github.com/whai362/PVT), downloaded by URL
+# and converted on load.
 _base_ = '../retinanet_pvt-peg-m_fpn_ms-3x_coco.py'
 
+pretrained = 'https://github.com/whai362/PVT/releases/download/v2/pvt_medium.pth'  # noqa
 model = dict(
     backbone=dict(
         pos_embed_type='learnable',
         peg_after_block=None,
         init_cfg=dict(
-            checkpoint='checkpoints/pvt-m_in1k_mmposmlp.pth',
+            checkpoint=pretrained,
             # the classifier's final norm and its class token: a dense backbone has neither (as in the
             # official dense PVT v1 and mmdet); the class-token slot of the stage-4 position table is
             # dropped with it (logged), as mmdet's pvt_convert does

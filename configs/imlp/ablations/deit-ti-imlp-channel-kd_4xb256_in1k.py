@@ -12,11 +12,12 @@
 # of the model's parameters or saved checkpoints: mmposmlp/models/classifiers/distillation.py).
 _base_ = './deit-ti-imlp-channel_4xb256_in1k.py'
 
+pretrained = 'https://dl.fbaipublicfiles.com/deit/deit_tiny_patch16_224-a1311bcf.pth'  # noqa
 model = dict(
     type='mmposmlp.DistillationClassifier',
     teacher=dict(
         type='TimmClassifier',
         model_name='deit_tiny_patch16_224',
         num_classes=1000,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_tiny_patch16_224-a1311bcf.pth')),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     feature_distill=dict(student='backbone.layers.*.ffn.fc2', teacher='model.blocks.*.mlp', loss_weight=1.0))

@@ -2,9 +2,9 @@
 # (81.0M / 364.3G, AP box / mask 42.9 / 39.5, reported; PVT's own figures).
 # Detector, recipe and dense backbone settings of ./mask-rcnn_pvt-t_fpn_1x_coco.py (PVT v1's Mask R-CNN 1x
 # recipe: AdamW lr 1e-4, wd 1e-4); only the PVT size and its ImageNet checkpoint differ.
-# Checkpoint: convert the official pvt_large.pth (github.com/whai362/PVT) with
-# tools/model_converters/pcpvt2mmposmlp.py (or train the matching pvt-l_8xb128_in1k.py) to
-# checkpoints/pvt-l_in1k_mmposmlp.pth.
+# Checkpoint: the official pvt_large.pth (github.com/whai362/PVT), downloaded by URL
+# and converted on load.
 _base_ = './mask-rcnn_pvt-t_fpn_1x_coco.py'
 
-model = dict(backbone=dict(arch='large', init_cfg=dict(checkpoint='checkpoints/pvt-l_in1k_mmposmlp.pth')))
+pretrained = 'https://github.com/whai362/PVT/releases/download/v2/pvt_large.pth'  # noqa
+model = dict(backbone=dict(arch='large', init_cfg=dict(checkpoint=pretrained)))

@@ -5,4 +5,5 @@
 # like) on the detector of ./mask-rcnn_pvt-l_fpn_1x_coco.py; only the PVT size and its checkpoint differ.
 _base_ = './mask-rcnn_pvt-t_fpn_ms-3x_coco.py'
 
-model = dict(backbone=dict(arch='large', init_cfg=dict(checkpoint='checkpoints/pvt-l_in1k_mmposmlp.pth')))
+pretrained = 'https://github.com/whai362/PVT/releases/download/v2/pvt_large.pth'  # noqa
+model = dict(backbone=dict(arch='large', init_cfg=dict(checkpoint=pretrained)))

@@ -6,11 +6,12 @@
 # Backbone: exactly the dense PVT v1 of our RetinaNet rows (../../cpvt/paper_tables/retinanet_pvt-t_fpn_1x_coco.py:
 # learnable position tables, no PEG, drop path 0.2 as CPVT's controlled settings; PVT's own detection code
 # used 0.1 for tiny/small and 0 for medium/large, an assumption we keep for like-for-like PVT rows).
-# Checkpoint: train ../../cpvt/paper_tables/pvt-t_8xb128_in1k.py, or convert the official pvt_tiny.pth
-# (github.com/whai362/PVT) with tools/model_converters/pcpvt2mmposmlp.py, to checkpoints/pvt-t_in1k_mmposmlp.pth.
+# Checkpoint: the official pvt_tiny.pth (github.com/whai362/PVT), downloaded by URL
+# and converted on load.
 # The other PVT sizes inherit this config.
 _base_ = '../mask-rcnn_wavemlp-t_fpn_1x_coco.py'
 
+pretrained = 'https://github.com/whai362/PVT/releases/download/v2/pvt_tiny.pth'  # noqa
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -22,7 +23,7 @@ model = dict(
         drop_path_rate=0.2,
         init_cfg=dict(
             type='Pretrained',
-            checkpoint='checkpoints/pvt-t_in1k_mmposmlp.pth',
+            checkpoint=pretrained,
             prefix='backbone.',
             # the classifier's final norm and its class token: a dense backbone has neither (as in the
             # official dense PVT v1 and mmdet); the class-token slot of the stage-4 position table is

@@ -6,4 +6,5 @@
 # backbone differs, as between the two 1x configs.
 _base_ = './mask-rcnn_wavemlp-t_fpn_ms-3x_coco.py'
 
-model = dict(backbone=dict(arch='t-dw', init_cfg=dict(checkpoint='checkpoints/wavemlp-t-dw_in1k_mmposmlp.pth')))
+pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_T_dw.pth.tar'  # noqa
+model = dict(backbone=dict(arch='t-dw', init_cfg=dict(checkpoint=pretrained)))
