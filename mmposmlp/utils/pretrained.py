@@ -173,3 +173,41 @@ def missing_pretrained_message(path: str, key: str) -> str:
         return f'teacher checkpoint {path} does not exist ({key}): {how_to_make(path)}.'
     return (f'pretrained checkpoint {path} does not exist ({key}): {how_to_make(path)}; '
             f'or train from random initialisation with --cfg-options {unset}=None.')
+
+
+# ---------------------------------------------------------------------------------------------- model zoo
+def configs_naming(name: str, config_root: str = 'configs') -> list:
+    """The configs under ``config_root`` whose text names the official file ``name`` (its URL, or
+    ``checkpoints/<name>``), relative to the root's parent."""
+    import glob
+    url = OFFICIAL[name][0]
+    wanted = [url] if url else []
+    wanted.append(f'checkpoints/{name}')
+    found = []
+    for path in sorted(glob.glob(osp.join(config_root, '**', '*.py'), recursive=True)):
+        with open(path) as f:
+            text = f.read()
+        if any(w in text for w in wanted):
+            found.append(osp.relpath(path, osp.dirname(osp.abspath(config_root))))
+    return found
+
+
+def official_weights_markdown(config_root: str = 'configs') -> str:
+    """The model zoo's section on the official weights files (docs/model_zoo.md, written by
+    tools/analysis/complexity.py): each file, its URL, the SHA-256 prefix its name publishes, the configs."""
+    out = ['## Pretrained weights', '',
+           'The official files the configs start from. A URL in a config\'s `init_cfg` is downloaded once into '
+           'torch\'s hub cache (`$TORCH_HOME/hub/checkpoints`, default `~/.cache/torch/hub/checkpoints`) and kept '
+           'there only when it arrived whole, its SHA-256 starts with the prefix its name publishes (where one is '
+           'published: the `-<hex>` suffix, torch.hub\'s convention) and its keys and shapes fit the config\'s '
+           'model; it is converted on load. `MMPOSMLP_DOWNLOAD_TIMEOUT` (seconds, default 60) bounds every wait '
+           'for data. A file without a direct URL is saved by hand as `checkpoints/<file>`, under its official '
+           'name, and is converted on load too. Without network access, download the file elsewhere and copy '
+           'it into the cache directory, or set the `init_cfg` checkpoint to its path.', '',
+           '| file | URL | SHA-256 prefix | what | configs |', '|---|---|---|---|---|']
+    for name, (url, what) in OFFICIAL.items():
+        configs = configs_naming(name, config_root)
+        out.append('| {} | {} | {} | {} | {} |'.format(
+            f'`{name}`', url or 'none (no direct download)', published_hash(name) or 'none published',
+            what.replace('|', '/'), ', '.join(f'`{c}`' for c in configs) or '-'))
+    return '\n'.join(out) + '\n'

@@ -1,0 +1,350 @@
+"""Pretrained weights named by URL, tested without the internet: a local HTTP server on 127.0.0.1 serves
+official-format files made from random weights (the official test vectors' small models); torch's hub cache is
+a temporary ``TORCH_HOME``. A good file is downloaded once, kept, converted on load and used again without a
+second request; a tampered file, a truncated download, a file of the wrong shapes, a missing file and a server
+that never answers are each refused in one sentence naming the URL, and leave nothing in the cache.
+"""
+import hashlib
+import http.server
+import io
+import json
+import os
+import os.path as osp
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+from mmposmlp.models.backbones.wave_mlp import WaveMLP, convert_official_wavemlp
+from mmposmlp.models.checkpoints import CheckpointMismatchError, PretrainedDownloadError
+from mmposmlp.utils import download, pretrained
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+DATA = osp.join(ROOT, 'tests', 'data')
+
+
+# ---------------------------------------------------------------------------------------------- the server
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        srv = self.server
+        name = self.path.lstrip('/')
+        srv.requests.append(name)
+        mode = srv.modes.get(name, 'whole')
+        if mode == 'never':
+            srv.release.wait(60)  # accepts the request, never answers
+            return
+        body = srv.files.get(name)
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.send_header('Connection', 'close')
+        self.end_headers()
+        self.wfile.write(body if mode == 'whole' else body[:len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    """A local file server: ``files`` name -> bytes, ``modes`` name -> 'whole' | 'truncated' | 'never',
+    ``requests`` the names asked for; ``url(name)``."""
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+    srv.daemon_threads = True
+    srv.files, srv.modes, srv.requests, srv.release = {}, {}, [], threading.Event()
+    srv.url = lambda name: f'http://127.0.0.1:{srv.server_address[1]}/{name}'
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.release.set()
+        srv.shutdown()
+        srv.server_close()
+        thread.join(10)
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """torch's hub cache in a temporary TORCH_HOME; returns its checkpoints directory."""
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    monkeypatch.delenv(download.TIMEOUT_ENV, raising=False)
+    return download.cache_dir()
+
+
+def _cache_files(hub):
+    return sorted(os.listdir(hub)) if osp.isdir(hub) else []
+
+
+def _one_sentence(msg):
+    assert '\n' not in msg and msg.endswith('.'), msg
+    assert not re.search(r'[.;:] [A-Z][a-z]', msg.replace('No data', 'no data')), msg
+
+
+# ---------------------------------------------------------------------------------------------- official files
+def _vector(name, case=None):
+    d = torch.load(osp.join(DATA, f'{name}.pt'), weights_only=True)
+    return d if case is None else d['cases'][case]
+
+
+def _wavemlp_official():
+    """An official Wave-MLP file (timm CheckpointSaver layout) of the official test vector's small model and
+    the WaveMLP kwargs that model is."""
+    d = _vector('wavemlp_bn')
+    a = json.loads(d['arch_json'])
+    arch = dict(depths=a['layers'], embed_dims=a['embed_dims'], mlp_ratios=a['mlp_ratios'],
+                norm_cfg=dict(type='BN'), stem_norm=a.get('ds_use_norm', True), phase_mode=a.get('mode', 'fc'))
+    buf = io.BytesIO()
+    torch.save({'state_dict': d['state_dict'], 'epoch': 299, 'arch': 'WaveMLP_T', 'metric': 80.6}, buf)
+    return buf.getvalue(), arch, d['state_dict']
+
+
+def _named_with_hash(stem, body, ext='.pth'):
+    """``<stem>-<sha256[:8]><ext>``: a name that publishes its hash (OpenMMLab / DeiT / torch.hub)."""
+    return f'{stem}-{hashlib.sha256(body).hexdigest()[:8]}{ext}'
+
+
+def _wavemlp(arch, url, **kw):
+    return WaveMLP(arch, out_indices=(3, ), init_cfg=dict(type='Pretrained', checkpoint=url), **kw)
+
+
+def _expected_backbone(state):
+    conv = convert_official_wavemlp(state)
+    return {k[len('backbone.'):]: v for k, v in conv.items() if k.startswith('backbone.')}
+
+
+# ---------------------------------------------------------------------------------------------- tests
+def test_download_is_converted_on_load_kept_and_used_again_without_a_request(server, hub):
+    body, arch, state = _wavemlp_official()
+    server.files['WaveMLP_T.pth.tar'] = body
+    url = server.url('WaveMLP_T.pth.tar')
+    model = _wavemlp(arch, url)
+    model.init_weights()
+    got = model.state_dict()
+    for k, v in _expected_backbone(state).items():
+        assert torch.equal(got[k], v), k
+    assert _cache_files(hub) == ['WaveMLP_T.pth.tar']
+    with open(osp.join(hub, 'WaveMLP_T.pth.tar'), 'rb') as f:
+        assert f.read() == body
+    assert server.requests == ['WaveMLP_T.pth.tar']
+    again = _wavemlp(arch, url)
+    again.init_weights()  # from the cache: no second request
+    assert server.requests == ['WaveMLP_T.pth.tar']
+    assert all(torch.equal(again.state_dict()[k], v) for k, v in got.items())
+
+
+def test_a_published_hash_is_checked_and_a_tampered_file_refused(server, hub):
+    body, arch, _ = _wavemlp_official()
+    good = _named_with_hash('wavemlp-toy_3rdparty_in1k', body)
+    server.files[good] = body
+    _wavemlp(arch, server.url(good)).init_weights()
+    assert _cache_files(hub) == [good]
+    # the same name, other bytes: one byte of a tensor changed (still a loadable checkpoint)
+    tampered = good.replace('toy', 'tampered')
+    server.files[tampered] = body[:-40] + bytes([body[-40] ^ 1]) + body[-39:]
+    with pytest.raises(PretrainedDownloadError) as e:
+        _wavemlp(arch, server.url(tampered)).init_weights()
+    msg = str(e.value)
+    _one_sentence(msg)
+    assert server.url(tampered) in msg and 'SHA-256' in msg and good.rsplit('-', 1)[1][:8] in msg
+    assert 'was not kept' in msg and f'wget -P {hub} {server.url(tampered)}' in msg
+    assert _cache_files(hub) == [good]
+
+
+def test_a_truncated_download_is_refused(server, hub):
+    body, arch, _ = _wavemlp_official()
+    server.files['WaveMLP_S.pth.tar'] = body
+    server.modes['WaveMLP_S.pth.tar'] = 'truncated'
+    url = server.url('WaveMLP_S.pth.tar')
+    with pytest.raises(PretrainedDownloadError) as e:
+        _wavemlp(arch, url).init_weights()
+    msg = str(e.value)
+    _one_sentence(msg)
+    assert msg.startswith(f'cannot download {url} (the official Wave-MLP-S weights')
+    assert str(len(body)) in msg and 'nothing was kept' in msg and 'wget' in msg
+    assert _cache_files(hub) == []
+
+
+def test_a_file_of_the_wrong_shapes_is_refused_and_not_kept(server, hub):
+    body, arch, _ = _wavemlp_official()
+    server.files['WaveMLP_M.pth.tar'] = body
+    url = server.url('WaveMLP_M.pth.tar')
+    wider = dict(arch, embed_dims=[d * 2 for d in arch['embed_dims']])
+    with pytest.raises(CheckpointMismatchError) as e:
+        _wavemlp(wider, url).init_weights()
+    msg = str(e.value)
+    _one_sentence(msg)
+    assert url in msg and 'another shape' in msg and 'the download was not kept' in msg
+    assert _cache_files(hub) == []
+
+
+def test_a_server_that_never_answers_is_given_up_in_bounded_time(server, hub, monkeypatch):
+    body, arch, _ = _wavemlp_official()
+    server.files['WaveMLP_T_dw.pth.tar'] = body
+    server.modes['WaveMLP_T_dw.pth.tar'] = 'never'
+    url = server.url('WaveMLP_T_dw.pth.tar')
+    monkeypatch.setenv(download.TIMEOUT_ENV, '0.5')
+    with pytest.raises(PretrainedDownloadError) as e:
+        _wavemlp(arch, url).init_weights()
+    msg = str(e.value)
+    _one_sentence(msg)
+    assert url in msg and 'no data within 0.5 s' in msg and download.TIMEOUT_ENV in msg
+    assert _cache_files(hub) == []
+    # the limit as an argument
+    with pytest.raises(download.DownloadError, match='no data within 0.2 s'):
+        download.fetch(url, lambda path: pytest.fail('used a file that never came'), timeout=0.2)
+    monkeypatch.setenv(download.TIMEOUT_ENV, 'soon')
+    with pytest.raises(download.DownloadError, match="MMPOSMLP_DOWNLOAD_TIMEOUT='soon' is not a number"):
+        download.download_timeout()
+
+
+def test_a_missing_file_and_an_unsafe_file_are_refused(server, hub):
+    _, arch, _ = _wavemlp_official()
+    url = server.url('pvt_tiny.pth')
+    with pytest.raises(PretrainedDownloadError) as e:
+        _wavemlp(arch, url).init_weights()
+    msg = str(e.value)
+    _one_sentence(msg)
+    assert url in msg and 'HTTP 404' in msg and 'PVT-tiny' in msg
+    # a file that asks to run code is refused by the data-only loader, named by its URL, and not kept
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ('true', ))
+
+    server.files['evil.pth'] = pickle.dumps({'state_dict': Evil()})
+    from mmposmlp.utils.safe_load import UnsafeCheckpointError
+    with pytest.raises(UnsafeCheckpointError) as e:
+        _wavemlp(arch, server.url('evil.pth')).init_weights()
+    assert server.url('evil.pth') in str(e.value) and '.partial' not in str(e.value)
+    assert _cache_files(hub) == []
+
+
+def test_the_official_name_of_a_file_without_url_loads_directly_and_its_absence_says_how(tmp_path, monkeypatch):
+    """PosMLP-T is published on Google Drive only: the PosMLP-T configs name checkpoints/PosMLP_T.pth, the
+    official file saved under its official name, converted on load."""
+    from mmengine.config import Config
+
+    from mmposmlp.engine.entry import UserError, check_pretrained
+    from mmposmlp.models.backbones.posmlp import PosMLP, convert_official_posmlp, official_arch_to_ours
+    monkeypatch.chdir(tmp_path)
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'posmlp', 'retinanet_posmlp-t_1x_coco.py'))
+    assert cfg.model.backbone.init_cfg.checkpoint == 'checkpoints/PosMLP_T.pth'
+    with pytest.raises(UserError) as e:
+        check_pretrained(cfg)
+    msg = str(e.value)
+    _one_sentence(msg)
+    assert 'checkpoints/PosMLP_T.pth does not exist' in msg and 'drive.google.com' in msg
+    assert 'no direct download' in msg and 'save it as checkpoints/PosMLP_T.pth under that name' in msg
+    assert 'converted on load, no converter step' in msg and 'model_converters' not in msg
+    d = _vector('posmlp_gqpe')
+    os.makedirs('checkpoints')
+    torch.save({'state_dict_ema': d['state_dict'], 'epoch': 3}, 'checkpoints/PosMLP_T.pth')  # timm layout
+    check_pretrained(cfg)
+    kw = official_arch_to_ours(json.loads(d['arch_json']))
+    model = PosMLP(**kw, out_indices=(3, ), init_cfg=dict(cfg.model.backbone.init_cfg))
+    model.init_weights()
+    ours = convert_official_posmlp(d['state_dict'])
+    got = model.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in ours.items() if not k.startswith('head.'))
+
+
+def test_shipped_configs_name_the_official_urls():
+    """Every official file with a direct URL is named by URL in some config (none by a converted local copy);
+    each URL a config names is in the table."""
+    import glob
+    texts = {p: open(p).read() for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)}
+    named = set()
+    for text in texts.values():
+        named |= set(re.findall(r"'(https?://[^']+)'", text))
+    table = {url for url, _ in pretrained.OFFICIAL.values() if url}
+    assert table <= named, sorted(table - named)
+    for name, (url, _) in pretrained.OFFICIAL.items():
+        assert url is None or download.file_name(url) == name
+    for old in ('wavemlp-t', 'wavemlp-t-dw', 'wavemlp-s', 'wavemlp-m', 'pvt-peg-s-gap', 'pvt-peg-m-gap', 'pvt-t',
+                'pvt-s', 'pvt-m', 'pvt-l', 'posmlp-t'):
+        users = [p for p, t in texts.items() if f'checkpoints/{old}_in1k_mmposmlp.pth' in t]
+        assert not users, f'{old}: {users}'
+    # hashes: exactly the OpenMMLab and DeiT names publish one
+    hashed = {n: pretrained.published_hash(n) for n in pretrained.OFFICIAL if pretrained.published_hash(n)}
+    assert hashed == {'twins-pcpvt-small_3rdparty_8xb128_in1k_20220126-ef23c132.pth': 'ef23c132',
+                      'twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth': 'f8c4b0d5',
+                      'deit_tiny_patch16_224-a1311bcf.pth': 'a1311bcf', 'regnety_160-a5fe301d.pth': 'a5fe301d'}
+
+
+def test_a_shipped_dense_config_pointed_at_the_server_loads_the_official_file(server, hub):
+    """retinanet_wavemlp-t_fpn_1x_coco.py with its init_cfg URL replaced (cfg merge) by the local server's."""
+    from mmengine.config import Config
+
+    from mmposmlp.testing import build_model_from_cfg
+    body, arch, state = _wavemlp_official()
+    server.files['WaveMLP_T.pth.tar'] = body
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'wavemlp', 'retinanet_wavemlp-t_fpn_1x_coco.py'))
+    assert cfg.model.backbone.init_cfg.checkpoint == pretrained.OFFICIAL['WaveMLP_T.pth.tar'][0]
+    cfg.merge_from_dict({'model.backbone.init_cfg.checkpoint': server.url('WaveMLP_T.pth.tar'),
+                         'model.backbone.arch': arch, 'model.backbone.norm_cfg': dict(type='BN'),
+                         'model.backbone.phase_norm_cfg': dict(type='BN'),
+                         'model.neck.in_channels': arch['embed_dims'][1:]})
+    model, _ = build_model_from_cfg(cfg)
+    model.init_weights()
+    got = model.backbone.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in _expected_backbone(state).items())
+    assert _cache_files(hub) == ['WaveMLP_T.pth.tar']
+
+
+@pytest.mark.slow
+def test_training_runs_from_the_downloaded_file(server, hub, tmp_path, toy_data):
+    """tools/train.py, pointed at the server with --cfg-options, downloads the file once and trains."""
+    body, arch, state = _wavemlp_official()
+    name = _named_with_hash('wavemlp-toy_3rdparty_in1k', body)
+    server.files[name] = body
+    os.makedirs(tmp_path / 'data', exist_ok=True)
+    os.symlink(toy_data, tmp_path / 'data' / 'toy')
+    cfg = tmp_path / 'wavemlp_toy.py'
+    cfg.write_text(f"_base_ = ['{ROOT}/configs/wavemlp/wavemlp-t_8xb128_in1k.py', "
+                   f"'{ROOT}/configs/_base_/toy/imagenet.py']\n"
+                   'train_dataloader = _base_.toy_in1k_train_dataloader\n' + TWO_ITERATIONS)
+    options = [f'model.backbone.init_cfg.checkpoint={server.url(name)}', 'model.backbone.init_cfg.type=Pretrained',
+               f"model.backbone.arch={json.dumps(arch).replace(' ', '')}", 'model.head.num_classes=10',
+               f"model.head.in_channels={arch['embed_dims'][-1]}"]
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    res = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'train.py'), str(cfg), '--work-dir', 'work',
+                          '--cfg-options', *options], cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    assert 'Iter(train) [2/2]' in res.stdout + res.stderr
+    assert server.requests == [name] and _cache_files(hub) == [name]
+
+
+TWO_ITERATIONS = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=2, val_interval=1000)
+val_cfg = None
+val_dataloader = None
+val_evaluator = None
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2),
+                     logger=dict(type='LoggerHook', interval=1))
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0)
+"""
+
+
+def test_model_zoo_lists_each_official_file_with_its_url_and_hash():
+    """docs/model_zoo.md holds the generated section (tools/analysis/complexity.py writes it)."""
+    with open(osp.join(ROOT, 'docs', 'model_zoo.md')) as f:
+        zoo = f.read()
+    section = pretrained.official_weights_markdown(osp.join(ROOT, 'configs'))
+    assert section in zoo, 'docs/model_zoo.md: regenerate its "Pretrained weights" section'
+    for name, (url, _) in pretrained.OFFICIAL.items():
+        row = next(line for line in section.splitlines() if line.startswith(f'| `{name}` |'))
+        assert (url or 'no direct download') in row
+        assert (pretrained.published_hash(name) or 'none published') in row
