@@ -117,8 +117,7 @@ OFFICIAL['regnety_160-a5fe301d.pth'] = (
     "DeiT's RegNetY-160 teacher weights (the DeiT README's --teacher-path)")
 OFFICIAL['PosMLP_T.pth'] = (None, f'the official PosMLP-T weights, published only on {POSMLP_T}')
 OFFICIAL['SSV1_S16.pyth'] = (None, 'the official PosMLP-Video-S something-something v1 checkpoint (a SlowFast '
-                             'file trained with https://github.com/zhouds1918/PosMLP_Video, which hosts no weights; '
-                             'ask its authors)')
+                             'file trained with https://github.com/zhouds1918/PosMLP_Video, which hosts no weights)')
 
 
 def published_hash(name_or_url: str) -> Optional[str]:
