@@ -315,10 +315,10 @@ def test_training_runs_from_the_downloaded_file(server, hub, tmp_path, toy_data)
     cfg = tmp_path / 'wavemlp_toy.py'
     cfg.write_text(f"_base_ = ['{ROOT}/configs/wavemlp/wavemlp-t_8xb128_in1k.py', "
                    f"'{ROOT}/configs/_base_/toy/imagenet.py']\n"
-                   'train_dataloader = _base_.toy_in1k_train_dataloader\n' + TWO_ITERATIONS)
-    options = [f'model.backbone.init_cfg.checkpoint={server.url(name)}', 'model.backbone.init_cfg.type=Pretrained',
-               f"model.backbone.arch={json.dumps(arch).replace(' ', '')}", 'model.head.num_classes=10',
-               f"model.head.in_channels={arch['embed_dims'][-1]}"]
+                   'train_dataloader = _base_.toy_in1k_train_dataloader\n'
+                   f"model = dict(backbone=dict(arch=dict(_delete_=True, **{arch!r})), "
+                   f"head=dict(in_channels={arch['embed_dims'][-1]}))\n" + TWO_ITERATIONS)
+    options = ['model.backbone.init_cfg.type=Pretrained', f'model.backbone.init_cfg.checkpoint={server.url(name)}']
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
     res = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'train.py'), str(cfg), '--work-dir', 'work',
                           '--cfg-options', *options], cwd=str(tmp_path), env=env, capture_output=True, text=True,
