@@ -411,6 +411,15 @@ def test_missing_pretrained_checkpoint_names_the_file_the_source_and_the_command
     with pytest.raises(UserError) as e:
         check_pretrained(cfg)
     msg = str(e.value)
+    # the shipped config names the official file under its official name (no direct URL): converted on load
+    assert 'checkpoints/PosMLP_T.pth does not exist (model.backbone.init_cfg.checkpoint)' in msg
+    assert 'github.com/Zhicaiwww/PosMLP' in msg and 'converted on load, no converter step' in msg
+    assert '--cfg-options model.backbone.init_cfg=None' in msg
+    # a converted copy named instead: the converter command
+    cfg.merge_from_dict({'model.backbone.init_cfg.checkpoint': 'checkpoints/posmlp-t_in1k_mmposmlp.pth'})
+    with pytest.raises(UserError) as e:
+        check_pretrained(cfg)
+    msg = str(e.value)
     assert 'checkpoints/posmlp-t_in1k_mmposmlp.pth does not exist (model.backbone.init_cfg.checkpoint)' in msg
     assert 'python tools/model_converters/posmlp2mmposmlp.py PosMLP_T.pth checkpoints/posmlp-t_in1k_mmposmlp.pth' \
         in msg and 'github.com/Zhicaiwww/PosMLP' in msg
@@ -427,11 +436,11 @@ def test_missing_pretrained_checkpoint_names_the_file_the_source_and_the_command
 
 def test_every_pretrained_checkpoint_a_config_names_has_a_known_source():
     """Each ``checkpoints/*.pth`` named in a shipped config has an entry in mmposmlp/utils/pretrained.py."""
-    from mmposmlp.utils.pretrained import SOURCES, TRAINED_BY
+    from mmposmlp.utils.pretrained import OFFICIAL, SOURCES, TRAINED_BY
     named = set()
     for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True):
         named |= set(re.findall(r'checkpoints/([\w.-]+\.pth)', open(p).read()))
-    unknown = sorted(named - set(SOURCES) - set(TRAINED_BY))
+    unknown = sorted(named - set(SOURCES) - set(TRAINED_BY) - set(OFFICIAL))
     assert not unknown, f'add these to mmposmlp/utils/pretrained.py: {unknown}'
     for cfg in TRAINED_BY.values():
         assert osp.isfile(osp.join(ROOT, cfg.split()[0])), cfg  # (a config, then any --cfg-options)

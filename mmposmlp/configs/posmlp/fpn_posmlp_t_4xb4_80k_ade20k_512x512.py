@@ -69,9 +69,7 @@ model = dict(
         arch='tiny',
         drop_path_rate=0.1,
         init_cfg=dict(
-            checkpoint='checkpoints/posmlp-t_in1k_mmposmlp.pth',
-            prefix='backbone.',
-            type='Pretrained'),
+            checkpoint='checkpoints/PosMLP_T.pth', type='Pretrained'),
         out_indices=(
             0,
             1,
@@ -164,7 +162,7 @@ param_scheduler = [
         power=0.9,
         type='PolyLR'),
 ]
-pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
+pretrained = 'checkpoints/PosMLP_T.pth'
 resume = False
 test_cfg = dict(_scope_='mmseg', type='TestLoop')
 test_dataloader = dict(

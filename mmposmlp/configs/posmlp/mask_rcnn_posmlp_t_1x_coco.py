@@ -35,9 +35,7 @@ model = dict(
         arch='tiny',
         drop_path_rate=0.1,
         init_cfg=dict(
-            checkpoint='checkpoints/posmlp-t_in1k_mmposmlp.pth',
-            prefix='backbone.',
-            type='Pretrained'),
+            checkpoint='checkpoints/PosMLP_T.pth', type='Pretrained'),
         norm_eval=True,
         out_indices=(
             0,
@@ -242,7 +240,7 @@ param_scheduler = [
         ],
         type='MultiStepLR'),
 ]
-pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
+pretrained = 'checkpoints/PosMLP_T.pth'
 resume = False
 test_cfg = dict(_scope_='mmdet', type='TestLoop')
 test_dataloader = dict(
