@@ -88,7 +88,7 @@ def test_pvt_mask_rcnn_is_the_pvt_retinanet_backbone_with_the_wavemlp_recipe(siz
     retina = _cfg(f'retinanet_pvt-{"m" if size == "l" else size}_fpn_1x_coco.py', CPVT_TABLES).model.backbone
     if size == 'l':  # no RetinaNet PVT-L of ours (mmdet's is the row's config): medium's with the large arch
         retina.update(arch='large')
-        retina.init_cfg.checkpoint = 'checkpoints/pvt-l_in1k_mmposmlp.pth'
+        retina.init_cfg.checkpoint = 'https://github.com/whai362/PVT/releases/download/v2/pvt_large.pth'
     assert cfg.model.backbone.to_dict() == retina.to_dict()
     assert cfg.model.backbone.arch == PVT_ARCH[size]
     assert cfg.model.neck.in_channels == [64, 128, 320, 512]

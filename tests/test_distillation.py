@@ -410,6 +410,10 @@ def test_tools_name_a_missing_teacher_file_before_building_and_trust_covers_it(t
                       ('imlp/ablations/deit-ti-imlp-channel-kd_4xb256_in1k.py', 'deit_tiny_patch16_224-a1311bcf.pth'),
                       ('cpvt/toy/cpvt-ti-distilled_toy-in1k.py', 'toy_teacher_cpvt.pth')):
         cfg = Config.fromfile(osp.join(ROOT, 'configs', rel))
+        if name != 'toy_teacher_cpvt.pth':  # DeiT's files: named by URL (downloaded once, hash-checked)
+            assert cfg.model.teacher.init_cfg.checkpoint == 'https://dl.fbaipublicfiles.com/deit/' + name
+            assert cfg.model.teacher.init_cfg.checkpoint in pretrained_checkpoints(cfg)
+            cfg.model.teacher.init_cfg.checkpoint = 'checkpoints/' + name  # a local copy: the missing-file route
         with pytest.raises(UserError) as e:
             check_pretrained(cfg)
         msg = str(e.value)

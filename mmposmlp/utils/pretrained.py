@@ -141,8 +141,8 @@ def _official_route(path: str) -> str:
     if url is None:
         return (f'it is {what}: there is no direct download, so download {name} from there yourself and save it '
                 f'as {path} under that name (it is converted on load, no converter step)')
-    return (f'it is {what}: `wget -O {path} {url}` (converted on load), or name the URL itself as the '
-            'init_cfg checkpoint (downloaded once into torch\'s hub cache)')
+    return (f'it is {what}: `wget -P {osp.dirname(path) or "."} {url}`, or name the URL itself as the init_cfg '
+            'checkpoint (downloaded once into torch\'s hub cache and verified)')
 
 
 def how_to_make(path: str) -> str:
