@@ -350,3 +350,68 @@ def test_model_zoo_lists_each_official_file_with_its_url_and_hash():
         row = next(line for line in section.splitlines() if line.startswith(f'| `{name}` |'))
         assert (url or 'no direct download') in row
         assert (pretrained.published_hash(name) or 'none published') in row
+
+
+def _backbone_of(config, **override):
+    """The backbone kwargs of a shipped config (its init_cfg as written), with ``override``."""
+    from mmengine.config import Config
+    bb = Config.fromfile(osp.join(ROOT, 'configs', config)).model.backbone.to_dict()
+    bb.pop('type')
+    bb.update(override)
+    return bb
+
+
+@pytest.mark.parametrize('config', ['cpvt/paper_tables/retinanet_pvt-t_fpn_1x_coco.py',
+                                    'cpvt/paper_tables/fpn_pvt-m_4xb4-80k_ade20k-512x512.py',
+                                    'wavemlp/paper_tables/mask-rcnn_pvt-l_fpn_1x_coco.py'])
+def test_pvt_v1_configs_load_the_official_classifier_file(config, server, hub):
+    """The official PVT v1 classifier file (class token, head) through the config's own init_cfg."""
+    from mmposmlp.models.backbones.pvt_peg import PVTPEG, official_pvt_v1_arch_to_ours
+    vector = _vector('pvt_v1_options')
+    case = vector['cases']['cls']
+    kw = official_pvt_v1_arch_to_ours(json.loads(vector['cases']['dense']['arch_json']), dense=True)
+    body = io.BytesIO()
+    torch.save(case['state_dict'], body)
+    server.files['pvt_tiny.pth'] = body.getvalue()
+    bb = _backbone_of(config, **kw)
+    assert bb['init_cfg']['checkpoint'].startswith('https://github.com/whai362/PVT/releases/download/v2/pvt_')
+    bb['init_cfg']['checkpoint'] = server.url('pvt_tiny.pth')
+    model = PVTPEG(**bb)
+    model.init_weights()
+    assert torch.equal(model.state_dict()['patch_embeds.0.projection.weight'],
+                       case['state_dict']['patch_embed1.proj.weight'])
+    assert _cache_files(hub) == ['pvt_tiny.pth']
+
+
+def test_pcpvt_configs_load_mmpretrains_file_with_its_published_hash(server, hub):
+    """mmpretrain's Twins PCPVT file layout (ImageClassifier: backbone.* PCPVT keys, head.fc.*), served under a
+    name publishing its hash, through retinanet_pvt-peg-s_fpn_1x_coco.py's own init_cfg."""
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+
+    from mmposmlp.models.backbones.pvt_peg import PVTPEG
+    arch = dict(depths=[1, 1, 2, 1], embed_dims=[8, 16, 16, 32], num_heads=[1, 2, 2, 4], mlp_ratios=[2, 2, 2, 2],
+                sr_ratios=[4, 2, 2, 1])
+    cfg = dict(type='ImageClassifier',
+               backbone=dict(type='PCPVT', arch=dict(arch, patch_sizes=[4, 2, 2, 2], strides=[4, 2, 2, 2]),
+                             out_indices=(3, ), qkv_bias=True, norm_cfg=dict(type='LN', eps=1e-6),
+                             norm_after_stage=[False, False, False, True]),
+               neck=dict(type='GlobalAveragePooling'), head=dict(type='LinearClsHead', num_classes=7, in_channels=32))
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        official = PRETRAIN_MODELS.build(cfg)
+    buf = io.BytesIO()
+    torch.save({'state_dict': official.state_dict(), 'meta': {'mmcls_version': '0.21.0'}}, buf)
+    body = buf.getvalue()
+    name = _named_with_hash('twins-pcpvt-toy_3rdparty_8xb128_in1k_20220126', body)
+    server.files[name] = body
+    bb = _backbone_of('cpvt/retinanet_pvt-peg-s_fpn_1x_coco.py', arch=arch)
+    assert pretrained.published_hash(bb['init_cfg']['checkpoint']) == 'ef23c132'
+    bb['init_cfg']['checkpoint'] = server.url(name)
+    model = PVTPEG(**bb)
+    model.init_weights()
+    src = official.backbone.state_dict()
+    assert torch.equal(model.state_dict()['patch_embeds.0.projection.weight'],
+                       src['patch_embed1.projection.weight'] if 'patch_embed1.projection.weight' in src
+                       else src['patch_embeds.0.projection.weight'])
+    assert _cache_files(hub) == [name]

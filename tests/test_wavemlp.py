@@ -423,7 +423,8 @@ def test_config_builds(cfg_path):
     name = osp.basename(cfg_path)
     if not name.startswith('wavemlp-'):
         ck = cfg.model.backbone.init_cfg.checkpoint
-        assert ck.startswith('checkpoints/wavemlp-') and ck.endswith('_in1k_mmposmlp.pth')
+        assert (ck.startswith('checkpoints/wavemlp-') and ck.endswith('_in1k_mmposmlp.pth')) or \
+            ck.startswith('https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_')
         assert cfg.optim_wrapper.optimizer.type == 'AdamW'
         assert cfg.optim_wrapper.optimizer.lr == 1e-4
     else:  # official evaluation crop (default_cfgs crop_pct 0.9; B 0.875)

@@ -13,6 +13,7 @@ model = dict(
         peg_after_block=None,
         init_cfg=dict(
             checkpoint=pretrained,
+            prefix=None,  # the official file: PVT v1 keys at the top level
             # the classifier's final norm and its class token: a dense backbone has neither (as in the
             # official dense PVT v1 and mmdet); the class-token slot of the stage-4 position table is
             # dropped with it (logged), as mmdet's pvt_convert does
