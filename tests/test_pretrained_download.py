@@ -415,3 +415,76 @@ def test_pcpvt_configs_load_mmpretrains_file_with_its_published_hash(server, hub
                        src['patch_embed1.projection.weight'] if 'patch_embed1.projection.weight' in src
                        else src['patch_embeds.0.projection.weight'])
     assert _cache_files(hub) == [name]
+
+
+# ---------------------------------------------------------------------------------------------- metafiles
+def _metafile_weights():
+    """config stem -> Weights of our model index, as modelindex (mim, mmpretrain's model hub) reads them."""
+    from modelindex.load_model_index import load
+    index = load(osp.join(ROOT, 'model-index.yml'))
+    index.build_models_with_collections()
+    return {m.name: m.weights for m in index.models}
+
+
+def test_metafile_weights_are_the_public_official_files_read_converted():
+    """`mim download` takes a model's Weights URL (mim.commands.download reads modelindex's `weights`): the
+    classification configs that are the official models name the official URL; each such URL is read converted
+    (OFFICIAL_CLASSIFIERS); every other model names none."""
+    from mmposmlp.models.checkpoints import OFFICIAL_CLASSIFIERS
+    weights = {k: v for k, v in _metafile_weights().items() if v}
+    expected = {pretrained.OFFICIAL[n][0] for n in OFFICIAL_CLASSIFIERS}
+    assert set(weights.values()) == expected
+    assert weights['wavemlp-t_8xb128_in1k'] == pretrained.OFFICIAL['WaveMLP_T.pth.tar'][0]
+    assert pretrained.published_hash(weights['pvt-peg-s-gap_8xb128_in1k']) == 'ef23c132'
+
+
+def test_an_official_classifier_url_loads_converted_through_mmengine(server, hub):
+    """mmengine's load_checkpoint (mmpretrain's get_model(pretrained=True), load_from) on an official Wave-MLP
+    URL: downloaded once, converted to the ImageClassifier keys of our config, every key in place."""
+    from mmengine.config import Config
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from mmposmlp.models.checkpoints import OFFICIAL_CLASSIFIERS, register_official_classifier
+    from mmposmlp.testing import build_model_from_cfg
+    body, arch, state = _wavemlp_official()
+    server.files['WaveMLP_T.pth.tar'] = body
+    url = server.url('WaveMLP_T.pth.tar')
+    register_official_classifier(url, OFFICIAL_CLASSIFIERS['WaveMLP_T.pth.tar'])
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'wavemlp', 'wavemlp-t_8xb128_in1k.py'))
+    cfg.model.backbone.arch = arch
+    cfg.model.head.update(in_channels=arch['embed_dims'][-1], num_classes=json.loads(
+        _vector('wavemlp_bn')['arch_json'])['num_classes'])
+    model, _ = build_model_from_cfg(cfg)
+    ckpt = CheckpointLoader.load_checkpoint(url)
+    result = model.load_state_dict(ckpt['state_dict'], strict=True)
+    assert not result.missing_keys and not result.unexpected_keys
+    assert torch.equal(model.state_dict()['head.fc.weight'], state['head.weight'])
+    CheckpointLoader.load_checkpoint(url)
+    assert server.requests == ['WaveMLP_T.pth.tar'] and _cache_files(hub) == ['WaveMLP_T.pth.tar']
+
+
+def test_the_pcpvt_classifier_conversion_fills_the_config_model():
+    """OFFICIAL_CLASSIFIERS' conversion of mmpretrain's Twins PCPVT file loads strictly into
+    pvt-peg-s-gap_8xb128_in1k.py (small arch)."""
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+
+    from mmposmlp.models.checkpoints import OFFICIAL_CLASSIFIERS
+    from mmposmlp.testing import build_model_from_cfg
+    arch = dict(depths=[1, 1, 2, 1], embed_dims=[8, 16, 16, 32], num_heads=[1, 2, 2, 4], mlp_ratios=[2, 2, 2, 2],
+                sr_ratios=[4, 2, 2, 1])
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        official = PRETRAIN_MODELS.build(dict(
+            type='ImageClassifier', neck=dict(type='GlobalAveragePooling'),
+            backbone=dict(type='PCPVT', arch=dict(arch, patch_sizes=[4, 2, 2, 2], strides=[4, 2, 2, 2]),
+                          out_indices=(3, ), qkv_bias=True, norm_cfg=dict(type='LN', eps=1e-6),
+                          norm_after_stage=[False, False, False, True]),
+            head=dict(type='LinearClsHead', num_classes=7, in_channels=32)))
+    convert = OFFICIAL_CLASSIFIERS['twins-pcpvt-small_3rdparty_8xb128_in1k_20220126-ef23c132.pth']
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', 'cpvt', 'pvt-peg-s-gap_8xb128_in1k.py'))
+    cfg.model.backbone.arch = arch
+    cfg.model.head.update(in_channels=32, num_classes=7)
+    model, _ = build_model_from_cfg(cfg)
+    result = model.load_state_dict(convert(official.state_dict()), strict=True)
+    assert not result.missing_keys and not result.unexpected_keys

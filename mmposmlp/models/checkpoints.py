@@ -325,3 +325,62 @@ def load_pretrained_init_cfg(module: torch.nn.Module, cfg: dict,
     return load_pretrained(module, cfg['checkpoint'], prefix=cfg.get('prefix'), converter=converter,
                            allowed_missing=allowed_missing, allowed_unexpected=tuple(cfg.get('ignore_keys', ())),
                            prefer_ema=cfg.get('prefer_ema', True), map_location=cfg.get('map_location', 'cpu'))
+
+
+# ---------------------------------------------------------------------------------------------- whole models
+def _whole_wavemlp(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    from mmposmlp.models.backbones.wave_mlp import convert_official_wavemlp
+    return convert_official_wavemlp(state)
+
+
+def _whole_pcpvt(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    from mmposmlp.models.backbones.pvt_peg import convert_pcpvt, convert_pcpvt_head
+    head = {k: v for k, v in state.items() if k.startswith('head.')}
+    backbone = strip_prefix({k: v for k, v in state.items() if not k.startswith('head.')}, None)
+    return {**{'backbone.' + k: v for k, v in convert_pcpvt(backbone).items()},
+            **{'head.' + k: v for k, v in convert_pcpvt_head(head).items()}}
+
+
+#: the official classifier files that are the ``Weights:`` of our metafiles (the classification configs that
+#: are the official models), by file name -> the conversion of the whole file to the config's mmpretrain
+#: ``ImageClassifier`` keys. Their URLs are read converted by mmengine's ``CheckpointLoader`` (mmpretrain's
+#: ``get_model(..., pretrained=True)``, ``load_from=<URL>``), see :func:`register_official_classifier`.
+OFFICIAL_CLASSIFIERS = {
+    'WaveMLP_T.pth.tar': _whole_wavemlp, 'WaveMLP_T_dw.pth.tar': _whole_wavemlp, 'WaveMLP_S.pth.tar': _whole_wavemlp,
+    'WaveMLP_M.pth.tar': _whole_wavemlp,
+    'twins-pcpvt-small_3rdparty_8xb128_in1k_20220126-ef23c132.pth': _whole_pcpvt,
+    'twins-pcpvt-base_3rdparty_8xb128_in1k_20220126-f8c4b0d5.pth': _whole_pcpvt,
+}
+
+
+def register_official_classifier(url: str, convert: Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]):
+    """Make mmengine's ``CheckpointLoader`` read ``url`` as our ``ImageClassifier`` checkpoint: downloaded once
+    and hash-checked (:func:`mmposmlp.utils.download.fetch`), read as data, converted by ``convert``. Registered
+    under the URL itself (``CheckpointLoader.register_scheme``; longer prefixes win), so other http(s) files
+    keep their loader."""
+    import re
+
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    def load(filename, map_location=None):
+        def read(path):
+            return {'state_dict': convert(load_checkpoint_file(path, map_location=map_location or 'cpu',
+                                                               source=filename))}
+
+        from mmposmlp.utils.download import DownloadError, fetch
+        try:
+            return fetch(filename, read)
+        except DownloadError as e:
+            raise PretrainedDownloadError(str(e)) from None
+
+    CheckpointLoader.register_scheme(prefixes=re.escape(url), loader=load, force=True)
+
+
+def register_official_classifiers() -> None:
+    """:func:`register_official_classifier` for each URL of :data:`OFFICIAL_CLASSIFIERS` (idempotent)."""
+    from mmposmlp.utils.pretrained import OFFICIAL
+    for name, convert in OFFICIAL_CLASSIFIERS.items():
+        register_official_classifier(OFFICIAL[name][0], convert)
+
+
+register_official_classifiers()
