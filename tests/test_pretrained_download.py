@@ -488,3 +488,23 @@ def test_the_pcpvt_classifier_conversion_fills_the_config_model():
     model, _ = build_model_from_cfg(cfg)
     result = model.load_state_dict(convert(official.state_dict()), strict=True)
     assert not result.missing_keys and not result.unexpected_keys
+
+
+def test_an_official_video_checkpoint_under_its_official_name_loads_converted(tmp_path):
+    """The PosMLP-Video release's SlowFast file, saved as checkpoints/SSV1_S16.pyth (no direct URL), is read
+    converted by mmengine's CheckpointLoader (load_from, tools/test.py CONFIG checkpoints/SSV1_S16.pyth):
+    every weight of the Recognizer3D's backbone and head in place, nothing executed from the file."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, official_cfg_to_ours
+    from mmposmlp.models.checkpoints import load_state_dict_checked
+    vector = _vector('posmlp_video')
+    os.makedirs(tmp_path / 'checkpoints')
+    path = str(tmp_path / 'checkpoints' / 'SSV1_S16.pyth')
+    torch.save({'model_state': vector['state_dict'], 'epoch': 60, 'cfg': 'TRAIN: ...'}, path)  # SlowFast layout
+    state = CheckpointLoader.load_checkpoint(path)['state_dict']
+    backbone = {k[len('backbone.'):]: v for k, v in state.items() if k.startswith('backbone.')}
+    assert set(state) - {'backbone.' + k for k in backbone} == {'cls_head.fc_cls.weight', 'cls_head.fc_cls.bias'}
+    model = PosMLPVideo(**official_cfg_to_ours(json.loads(vector['arch_json'])))
+    load_state_dict_checked(model, backbone, source=path)  # every key in place, none left over
+    assert torch.equal(state['cls_head.fc_cls.weight'], vector['state_dict']['head.weight'])

@@ -341,6 +341,40 @@ def _whole_pcpvt(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
             **{'head.' + k: v for k, v in convert_pcpvt_head(head).items()}}
 
 
+def _whole_posmlp(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    from mmposmlp.models.backbones.posmlp import convert_official_posmlp
+    return {('head.fc.' + k[len('head.'):] if k.startswith('head.') else 'backbone.' + k): v
+            for k, v in convert_official_posmlp(state).items()}
+
+
+def _whole_posmlp_video(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    from mmposmlp.models.backbones.posmlp_video import convert_official_posmlp_video
+    return {('cls_head.fc_cls.' + k[len('head.'):] if k.startswith('head.') else 'backbone.' + k): v
+            for k, v in convert_official_posmlp_video(state).items()}
+
+
+#: official files with no direct URL, read converted by mmengine's ``CheckpointLoader`` when a path ends in
+#: their official name (``load_from``, ``tools/test.py CONFIG checkpoints/SSV1_S16.pyth``,
+#: ``get_model(..., pretrained='checkpoints/PosMLP_T.pth')``): file name -> conversion to our whole-model keys
+#: (mmpretrain ``ImageClassifier``, mmaction2 ``Recognizer3D``).
+OFFICIAL_BY_NAME = {'PosMLP_T.pth': _whole_posmlp, 'SSV1_S16.pyth': _whole_posmlp_video}
+
+
+def register_official_file_name(name: str, convert: Callable[[Dict[str, torch.Tensor]], Dict[str, torch.Tensor]]):
+    """Make mmengine's ``CheckpointLoader`` read a local path ending in ``/<name>`` (or ``name`` itself)
+    converted by ``convert``, as data (``CheckpointLoader.register_scheme`` with a pattern of that name)."""
+    import re
+
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    def load(filename, map_location=None):
+        return {'state_dict': convert(load_checkpoint_file(osp.expanduser(filename),
+                                                           map_location=map_location or 'cpu'))}
+
+    CheckpointLoader.register_scheme(prefixes=r'(?!https?://)(.*/)?' + re.escape(name) + '$', loader=load,
+                                     force=True)
+
+
 #: the official classifier files that are the ``Weights:`` of our metafiles (the classification configs that
 #: are the official models), by file name -> the conversion of the whole file to the config's mmpretrain
 #: ``ImageClassifier`` keys. Their URLs are read converted by mmengine's ``CheckpointLoader`` (mmpretrain's
@@ -377,10 +411,13 @@ def register_official_classifier(url: str, convert: Callable[[Dict[str, torch.Te
 
 
 def register_official_classifiers() -> None:
-    """:func:`register_official_classifier` for each URL of :data:`OFFICIAL_CLASSIFIERS` (idempotent)."""
+    """:func:`register_official_classifier` for each URL of :data:`OFFICIAL_CLASSIFIERS` and
+    :func:`register_official_file_name` for each name of :data:`OFFICIAL_BY_NAME` (idempotent)."""
     from mmposmlp.utils.pretrained import OFFICIAL
     for name, convert in OFFICIAL_CLASSIFIERS.items():
         register_official_classifier(OFFICIAL[name][0], convert)
+    for name, convert in OFFICIAL_BY_NAME.items():
+        register_official_file_name(name, convert)
 
 
 register_official_classifiers()

@@ -139,7 +139,7 @@ def _official_route(path: str) -> str:
     name = osp.basename(path)
     url, what = OFFICIAL[name]
     if url is None:
-        return (f'it is {what}: there is no direct download, so download {name} from there yourself and save it '
+        return (f'it is {what}: there is no direct download, so get {name} from there yourself and save it '
                 f'as {path} under that name (it is converted on load, no converter step)')
     return (f'it is {what}: `wget -P {osp.dirname(path) or "."} {url}`, or name the URL itself as the init_cfg '
             'checkpoint (downloaded once into torch\'s hub cache and verified)')
