@@ -49,21 +49,30 @@ def atomic_file(path: str):
     tmp = f'{path}.tmp'
     try:
         yield tmp
-        with open(tmp, 'rb') as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
+    except BaseException:
         if osp.exists(tmp):
             os.remove(tmp)
+        raise
+    with open(tmp, 'rb') as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def make_plain(checkpoint: dict) -> None:
+    """In place: every entry of ``checkpoint`` becomes plain data (:func:`~mmposmlp.utils.safe_load.
+    to_plain_checkpoint`), so the file loads with ``torch.load(weights_only=True)`` and no allow-list."""
+    from mmposmlp.utils.safe_load import to_plain_checkpoint
+    plain = to_plain_checkpoint(checkpoint)
+    for key in list(checkpoint):
+        checkpoint[key] = plain[key]
 
 
 def save_checkpoint_atomically(checkpoint: dict, filename: str, **kwargs) -> None:
     """mmengine's ``save_checkpoint`` of the plain-data copy of ``checkpoint``, through :func:`atomic_file` for
     local files (remote backends such as s3 keep their own semantics)."""
     from mmengine.runner.checkpoint import save_checkpoint
-
-    from mmposmlp.utils.safe_load import to_plain_checkpoint
-    checkpoint = to_plain_checkpoint(checkpoint)
+    checkpoint = dict(checkpoint)
+    make_plain(checkpoint)
     if '://' in str(filename):
         return save_checkpoint(checkpoint, filename, **kwargs)
     with atomic_file(str(filename)) as tmp:

@@ -90,9 +90,11 @@ class Runner(MMEngineRunner):
 
     @classmethod
     def from_cfg(cls, cfg) -> 'Runner':
+        from mmposmlp.engine.dataset_checks import add_video_decode_guard
+        from mmposmlp.engine.preflight import check_model_level_pretrained
+        check_model_level_pretrained(cfg)  # the library would pass it to our backbone while building the model
         cfg = copy.deepcopy(cfg)
         add_plugin_hooks(cfg)
-        from mmposmlp.engine.dataset_checks import add_video_decode_guard
         add_video_decode_guard(cfg, [name for names in LOOP_LOADERS.values() for name in names])
         with explained_unknown_types():
             return super().from_cfg(cfg)
@@ -161,11 +163,8 @@ class Runner(MMEngineRunner):
             self._prepare_resume(kwargs['checkpoint'])
         super().call_hook(fn_name, **kwargs)
         if fn_name == 'before_save_checkpoint':
-            from mmposmlp.utils.safe_load import to_plain_checkpoint
-            checkpoint = kwargs['checkpoint']
-            plain = to_plain_checkpoint(checkpoint)
-            checkpoint.clear()
-            checkpoint.update(plain)
+            from mmposmlp.engine.checkpoint import make_plain
+            make_plain(kwargs['checkpoint'])
 
     def _prepare_resume(self, checkpoint: dict) -> None:
         """In place: refuse a checkpoint of another model or GPU count; take out the config text (mmengine would
@@ -176,5 +175,5 @@ class Runner(MMEngineRunner):
         prepared, config_text = prepare_resume_checkpoint(checkpoint, filename)
         check_resume_compatible(self.model, prepared, filename)
         check_resume_gpu_count(config_text, self.world_size, filename, self.auto_scale_lr)
-        checkpoint.clear()
+        checkpoint.clear()  # mmengine's resume goes on with this very dict
         checkpoint.update(prepared)
