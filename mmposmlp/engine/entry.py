@@ -71,6 +71,7 @@ def explain(exc: BaseException):
     from mmposmlp.engine.checkpoint import CheckpointMismatchError
     from mmposmlp.models.checkpoints import CheckpointMismatchError as WeightsMismatchError
     from mmposmlp.models.checkpoints import InitCfgError
+    from mmposmlp.registry import unknown_type_in, unknown_type_message
     from mmposmlp.utils.dist import LaunchError
     from mmposmlp.utils.safe_load import UnsafeCheckpointError
     if isinstance(exc, (UserError, CheckpointMismatchError, WeightsMismatchError, InitCfgError, LaunchError,
