@@ -194,7 +194,7 @@ def test_world_size_change_is_refused_in_one_sentence():
     from mmposmlp.engine.resume_state import ExactResumeHook, ResumeStateError
     hook = ExactResumeHook()
     warnings = []
-    runner = SimpleNamespace(_resume=True, cfg={}, logger=SimpleNamespace(warning=warnings.append))
+    runner = SimpleNamespace(resuming_from='iter_4.pth', cfg={}, logger=SimpleNamespace(warning=warnings.append))
     ckpt = {'resume_state': dict(world_size=2, iter=4, epoch=0, at_epoch_end=False, rng=[{}, {}])}
     with pytest.raises(ResumeStateError) as e:
         hook.after_load_checkpoint(runner, ckpt)
