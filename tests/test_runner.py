@@ -207,3 +207,32 @@ def test_stock_train_entry_names_a_model_level_pretrained_with_its_fix(toy_data,
     assert "model.pretrained='open-mmlab://resnet50_v1c' is left from the upstream config" in msg, msg
     assert '--cfg-options model.pretrained=None' in msg and 'mmposmlp.PosMLP' in msg, msg
     assert 'does not exist' not in msg and '\n' not in msg
+
+
+def _run_stock_train_py(library, cfg_path, monkeypatch):
+    """The library's own tools/train.py (what ``mim train <library>`` runs), in this process."""
+    import importlib
+    import runpy
+    tool = osp.join(osp.dirname(importlib.import_module(library).__file__), '.mim', 'tools', 'train.py')
+    if not osp.isfile(tool):
+        pytest.skip(f'{library} ships no .mim/tools/train.py')
+    monkeypatch.setattr(sys, 'argv', [tool, cfg_path, '--work-dir', osp.join(osp.dirname(cfg_path), 'work')])
+    runpy.run_path(tool, run_name='__main__')
+
+
+@pytest.mark.parametrize('library,base,extra,needles', [
+    ('mmseg', 'posmlp/toy/fpn_posmlp-t_toy-ade20k.py', "model = dict(pretrained='open-mmlab://resnet50_v1c')\n",
+     ("model.pretrained='open-mmlab://resnet50_v1c' is left from the upstream config", 'model.pretrained=None')),
+    ('mmdet', 'posmlp/toy/retinanet_posmlp-t_1x_toy-coco.py',
+     f'model = dict(backbone=dict(_delete_=True, type="PosMLP", {SMALL_POSMLP}))\n',
+     ("unknown type 'PosMLP'", 'did you mean `mmposmlp.PosMLP`')),
+])
+def test_the_librarys_own_train_py_gets_our_messages(library, base, extra, needles, toy_data, tmp_path,
+                                                     monkeypatch):
+    from mmposmlp.engine.errors import UserError
+    monkeypatch.chdir(tmp_path)
+    cfg = _user_config(tmp_path, toy_data, base, extra)
+    with pytest.raises(UserError) as info:
+        _run_stock_train_py(library, cfg, monkeypatch)
+    for needle in needles:
+        assert needle in str(info.value), str(info.value)
