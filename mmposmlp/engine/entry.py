@@ -10,9 +10,8 @@ import re
 import sys
 from typing import Optional
 
-from mmposmlp.engine.dataset_checks import check_datasets  # noqa: F401  (the tools' pre-flight checks)
-from mmposmlp.engine.errors import UserError, is_local_path  # noqa: F401
-from mmposmlp.engine.preflight import check_pretrained, missing_pretrained_paths  # noqa: F401
+from mmposmlp.engine.errors import UserError
+from mmposmlp.engine.preflight import check_pretrained  # noqa: F401  (the tools' pre-flight check, used by name)
 
 LIBRARIES = {
     'mmdet': 'mmdet.utils',
