@@ -5,7 +5,7 @@
 # biases, LRPE tables) get no weight decay, as Swin's detection recipe does for its
 # position tables. The backbone starts from the official ImageNet weights PosMLP_T.pth (Google Drive only, no
 # direct URL): saved as checkpoints/PosMLP_T.pth under that name, they are converted on load.
-_base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
+_base_ = ['mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 pretrained = 'checkpoints/PosMLP_T.pth'  # the official file, saved by hand (see the README)

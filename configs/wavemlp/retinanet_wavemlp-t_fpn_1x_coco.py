@@ -3,7 +3,7 @@
 # weights); 1.6-8M more params than paper Tables 3-4 (see README).
 # Backbone: the official WaveMLP_T weights, downloaded by URL (once, into torch's hub cache) and converted on load.
 # The other sizes and the depthwise (-dw) variants inherit this detector and recipe.
-_base_ = 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'
+_base_ = ['mmdet::retinanet/retinanet_r50_fpn_1x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 pretrained = 'https://github.com/huawei-noah/CV-Backbones/releases/download/wavemlp/WaveMLP_T.pth.tar'  # noqa

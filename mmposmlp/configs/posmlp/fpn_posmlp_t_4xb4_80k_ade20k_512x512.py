@@ -164,6 +164,7 @@ param_scheduler = [
 ]
 pretrained = 'checkpoints/PosMLP_T.pth'
 resume = False
+runner_type = 'mmposmlp.Runner'
 test_cfg = dict(_scope_='mmseg', type='TestLoop')
 test_dataloader = dict(
     batch_size=1,
