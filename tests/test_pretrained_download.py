@@ -430,7 +430,7 @@ def test_metafile_weights_are_the_public_official_files_read_converted():
     """`mim download` takes a model's Weights URL (mim.commands.download reads modelindex's `weights`): the
     classification configs that are the official models name the official URL; each such URL is read converted
     (OFFICIAL_CLASSIFIERS); every other model names none."""
-    from mmposmlp.models.checkpoints import OFFICIAL_CLASSIFIERS
+    from mmposmlp.models.official_weights import OFFICIAL_CLASSIFIERS
     weights = {k: v for k, v in _metafile_weights().items() if v}
     expected = {pretrained.OFFICIAL[n][0] for n in OFFICIAL_CLASSIFIERS}
     assert set(weights.values()) == expected
@@ -444,7 +444,7 @@ def test_an_official_classifier_url_loads_converted_through_mmengine(server, hub
     from mmengine.config import Config
     from mmengine.runner.checkpoint import CheckpointLoader
 
-    from mmposmlp.models.checkpoints import OFFICIAL_CLASSIFIERS, register_official_classifier
+    from mmposmlp.models.official_weights import OFFICIAL_CLASSIFIERS, register_official_classifier
     from mmposmlp.testing import build_model_from_cfg
     body, arch, state = _wavemlp_official()
     server.files['WaveMLP_T.pth.tar'] = body
@@ -470,7 +470,7 @@ def test_the_pcpvt_classifier_conversion_fills_the_config_model():
     from mmengine.registry import DefaultScope
     from mmpretrain.registry import MODELS as PRETRAIN_MODELS
 
-    from mmposmlp.models.checkpoints import OFFICIAL_CLASSIFIERS
+    from mmposmlp.models.official_weights import OFFICIAL_CLASSIFIERS
     from mmposmlp.testing import build_model_from_cfg
     arch = dict(depths=[1, 1, 2, 1], embed_dims=[8, 16, 16, 32], num_heads=[1, 2, 2, 4], mlp_ratios=[2, 2, 2, 2],
                 sr_ratios=[4, 2, 2, 1])
@@ -498,6 +498,8 @@ def test_an_official_video_checkpoint_under_its_official_name_loads_converted(tm
 
     from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, official_cfg_to_ours
     from mmposmlp.models.checkpoints import load_state_dict_checked
+    from mmposmlp.models.official_weights import register_official_classifiers
+    register_official_classifiers()  # what our Runner and tools do before loading
     vector = _vector('posmlp_video')
     os.makedirs(tmp_path / 'checkpoints')
     path = str(tmp_path / 'checkpoints' / 'SSV1_S16.pyth')

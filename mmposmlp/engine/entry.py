@@ -129,6 +129,8 @@ def build_runner(cfg, loop: str):
     from mmposmlp.utils.safe_load import register_mmengine_loaders
     use_mmposmlp_runner(cfg)
     register_mmengine_loaders()
+    from mmposmlp.models.official_weights import register_official_classifiers
+    register_official_classifiers()
     preflight(cfg, loop)
     try:
         runner = RUNNERS.build(cfg)

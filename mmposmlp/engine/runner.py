@@ -100,8 +100,10 @@ class Runner(MMEngineRunner):
             return super().from_cfg(cfg)
 
     def __init__(self, *args, **kwargs):
+        from mmposmlp.models.official_weights import register_official_classifiers
         from mmposmlp.utils.safe_load import register_mmengine_loaders
         register_mmengine_loaders()
+        register_official_classifiers()
         #: loops whose pre-flight checks already ran (our tools run them before building the runner)
         self.preflight_done = set()
         #: the checkpoint :meth:`resume` is reading, else None
