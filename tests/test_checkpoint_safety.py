@@ -300,10 +300,8 @@ def globals_snapshot():
     from mmengine.logging.history_buffer import HistoryBuffer
     # modules: anything a payload could make us import (torch/numpy import some of their own lazily)
     modules = {m for m in sys.modules if not m.startswith(('torch', 'numpy', 'encodings'))}
-    import warnings
     return (set(torch.serialization.get_safe_globals()), dict(HistoryBuffer._statistics_methods),
-            modules, dict(__import__('copyreg')._extension_registry), list(warnings.filters),
-            torch.get_default_dtype())
+            modules, dict(__import__('copyreg')._extension_registry), torch.get_default_dtype())
 
 
 _WARM = []
@@ -512,6 +510,8 @@ def test_callers_allow_list_neither_changes_nor_reaches_our_load(tmp_path):
     and a function under one of our names for its own torch.load: our loads still get our placeholders and
     checks, and afterwards (loaded or refused) the caller's list is exactly what it was, shared entries included
     (torch.serialization.safe_globals removes on exit what it added, even what the caller had)."""
+    import warnings
+
     from mmengine.logging.history_buffer import HistoryBuffer
 
     from mmposmlp.utils.safe_load import load_checkpoint
@@ -521,7 +521,7 @@ def test_callers_allow_list_neither_changes_nor_reaches_our_load(tmp_path):
             type(np.dtype('O')), (print, 'builtins.frozenset')]
     torch.serialization.add_safe_globals(user)
     try:
-        before, methods = globals_snapshot(), dict(HistoryBuffer._statistics_methods)
+        before, methods, filters = globals_snapshot(), dict(HistoryBuffer._statistics_methods), list(warnings.filters)
         (tmp_path / 'forged.pth').write_bytes(torch_zip(forged_statistics_pkl()))
         out = load_checkpoint(str(tmp_path / 'forged.pth'))
         assert out['hub']['max_length'] == 10 and HistoryBuffer._statistics_methods == methods
@@ -532,7 +532,7 @@ def test_callers_allow_list_neither_changes_nor_reaches_our_load(tmp_path):
         for name, data in payloads(marker):
             if 'numpy' in name:  # object arrays are refused although the caller allowed numpy
                 assert_refused(load_checkpoint, write(tmp_path, name, data), marker)
-        assert set(torch.serialization.get_safe_globals()) == set(user)
+        assert set(torch.serialization.get_safe_globals()) == set(user) and list(warnings.filters) == filters
     finally:
         torch.serialization.clear_safe_globals()
 
