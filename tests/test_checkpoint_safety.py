@@ -537,6 +537,36 @@ def test_callers_allow_list_neither_changes_nor_reaches_our_load(tmp_path):
         torch.serialization.clear_safe_globals()
 
 
+def test_loads_in_threads_each_see_our_allow_list_and_leave_the_callers(tmp_path):
+    """torch's allow-list is one process-wide set: concurrent loads of ours take turns with it."""
+    import threading
+
+    from mmposmlp.utils.safe_load import load_checkpoint
+    torch.save(mmengine_style_checkpoint(), tmp_path / 'stock.pth')
+    torch.serialization.add_safe_globals([np.ndarray])
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the loads
+    try:
+        before, errors = globals_snapshot(), []
+
+        def load_many():
+            try:
+                for _ in range(25):
+                    assert load_checkpoint(str(tmp_path / 'stock.pth'))['meta']['seed'] == 7
+            except Exception as e:  # noqa: B902  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=load_many) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and globals_snapshot() == before
+    finally:
+        sys.setswitchinterval(interval)
+        torch.serialization.clear_safe_globals()
+
+
 def test_training_format_loads_with_plain_weights_only_and_restores_exactly():
     """to_plain_checkpoint (what our training writes) needs no allow-list; resume rebuilds identical buffers."""
     from mmengine.logging import MessageHub

@@ -197,14 +197,18 @@ def _check_call(func, args):
                                          args[1] in ('latin1', 'latin-1')):
         raise _Refusal(f'_codecs.encode{_short(args)} (only latin1 bytes are allowed)')
     if func == 'numpy.dtype' and not (len(args) in (1, 3) and args[0] in NUMERIC_DTYPES):
-        raise _Refusal(f'numpy dtype {_short(args[:1])} (object, string, void and structured dtypes are refused)')
+        raise _Refusal(f'numpy dtype {_short(args[0] if args else None)} (object, string, void and structured '
+                       'dtypes are refused)')
     if func.endswith('._reconstruct') and not (len(args) == 3 and args[0] == 'numpy.ndarray' and args[1] == (0, )):
         raise _Refusal(f'numpy _reconstruct{_short(args)} (only an empty numpy.ndarray is allowed)')
     if func.endswith('.scalar') and not (len(args) == 2 and _made_by(args[0], 'numpy.dtype')):
         raise _Refusal('a numpy scalar without a plain numeric dtype (object scalars are refused)')
-    for name, inner in ((func, args), ('torch._utils._rebuild_tensor_v2', args[2] if len(args) == 4 else ())):
-        hooks = inner[_HOOKS_ARG[name]] if name in _HOOKS_ARG and type(inner) is tuple and len(inner) > \
-            _HOOKS_ARG[name] else None
+    tensor_calls = [(func, args)]
+    if func == 'torch._utils._rebuild_from_type_v2' and len(args) == 4:
+        tensor_calls.append(('torch._utils._rebuild_tensor_v2', args[2]))
+    for name, call_args in tensor_calls:  # backward hooks: an empty dict, never filled later
+        i = _HOOKS_ARG.get(name)
+        hooks = call_args[i] if i is not None and type(call_args) is tuple and len(call_args) > i else None
         if hooks is not None and not (_made_by(hooks, 'dict', 'OrderedDict') and not hooks.filled):
             raise _Refusal('a tensor with backward hooks')
         if hooks is not None:
