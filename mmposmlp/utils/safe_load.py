@@ -4,20 +4,20 @@ Every checkpoint our tools, ``init_cfg`` and the converters read, and (once :fun
 ran) every local or http(s) file mmengine's ``CheckpointLoader`` reads, goes through :func:`load_checkpoint`:
 torch's own restricted unpickler, ``torch.load(f, weights_only=True)``, with checks for what it does not cover.
 
-* Before torch reads the file, the archive and every pickle in it are scanned (:func:`_scan_pickle`): only the
-  globals of :data:`ALLOWED_GLOBALS`, only called when callable, with arguments and states checked where torch
-  would let a file choose (numpy: numeric dtypes only; no storage larger than the file; no backward hooks).
-  torch's default list alone lets a file call ``bytearray(n)`` or ``torch.Tensor(n)`` for any ``n``.
-* torch's allow-list is one process-wide set, and ``torch.serialization.safe_globals`` removes on exit the
-  entries a caller had added before and lets the caller's entries (numpy's ``_reconstruct`` builds object arrays
-  from file bytes) into our load. A load therefore holds a lock, sets the list to exactly ours and restores the
-  caller's through torch's public ``get/clear/add_safe_globals``; a weights-only load in another thread at that
-  moment sees our list. mmengine's ``HistoryBuffer`` and ``argparse.Namespace`` resolve to placeholders of
-  ours (``HistoryBuffer.__setstate__`` would change its class), never to the named class.
-* After torch, the result becomes plain data: numpy arrays and scalars become tensors and Python numbers, a
-  ``HistoryBuffer`` becomes ``{'log_history', 'count_history', 'max_length'}``, a ``Namespace`` a dict; cycles,
-  nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and attributes on an ``OrderedDict``
-  other than a state dict's ``_metadata`` are refused.
+* Before torch reads a byte, the archive and every pickle torch will unpickle are scanned (:func:`_scan_file`):
+  only the globals of :data:`ALLOWED_GLOBALS`, calls only of callables, numpy only with numeric dtypes, no
+  backward hooks, no storage larger than the file. torch's default allow-list alone would let a file call
+  ``bytearray(n)`` or ``torch.Tensor(n)`` for any ``n`` and rebuild quantized, sparse or nested tensors.
+* torch keeps one process-wide allow-list; ``torch.serialization.safe_globals`` removes on exit even entries
+  the caller had added before, and the caller's entries (numpy's own ``_reconstruct``, mmengine's
+  ``HistoryBuffer``, whose ``__setstate__`` writes its class) would reach our load. So a load holds a lock, sets
+  the list to exactly ours and puts the caller's back (torch's public ``get/clear/add_safe_globals``); a
+  weights-only ``torch.load`` in another thread meanwhile sees our list. ``HistoryBuffer`` and
+  ``argparse.Namespace`` resolve to placeholders of ours, never to the named class.
+* After torch, the result becomes plain data (:func:`_to_plain_loaded`): numpy arrays and scalars become
+  tensors and Python numbers, a ``HistoryBuffer`` ``{'log_history', 'count_history', 'max_length'}``, a
+  ``Namespace`` a dict; cycles, nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and
+  ``OrderedDict`` attributes other than a state dict's ``_metadata`` are refused.
 
 A refusal is one sentence naming the file and what it asked for. Trusting a file is a per-command choice
 (``--trust-checkpoint`` in our tools, :func:`trusted_checkpoints` in code): only the files named there are
@@ -38,7 +38,6 @@ import tarfile
 import threading
 import warnings
 import zipfile
-from argparse import Namespace
 from typing import Any, Iterable, Optional
 
 import numpy as np
@@ -493,7 +492,7 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
             f.seek(0)
             _scan_file(f, size)
             with _torch_allow_list_is_ours():
-                data = torch.load(f, map_location=map_location, weights_only=True)
+                data = torch.load(f, map_location=map_location, weights_only=True, mmap=False)
         return _to_plain_loaded(data, size)
     except _Refusal as e:
         raise UnsafeCheckpointError(f'refusing to load {source}: it asks for {e}, which a data-only load does not '
