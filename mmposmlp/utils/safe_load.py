@@ -109,7 +109,8 @@ def _history_getattr(obj, name, *rest):
 
 
 _NP_CORE = ('numpy.core.multiarray', 'numpy._core.multiarray')
-_np_multiarray = getattr(np, '_core', None) or np.core
+#: the functions numpy's own pickles name (numpy 1 and 2 spell their module differently)
+_NP_PICKLE = dict(_reconstruct=np.zeros(0).__reduce__()[0], scalar=np.float32(0).__reduce__()[0])
 _DTYPES = {('torch', n): v for n, v in vars(torch).items() if isinstance(v, torch.dtype) and str(v) == f'torch.{n}'}
 
 #: Every global a checkpoint may name (besides the storage types of :data:`STORAGES`), and the object torch's
@@ -129,7 +130,7 @@ ALLOWED_GLOBALS = {
        for n, f in (('set', set), ('frozenset', frozenset), ('complex', complex), ('getattr', _history_getattr))},
     ('numpy', 'ndarray'): np.ndarray,
     ('numpy', 'dtype'): np.dtype,
-    **{(m, n): getattr(_np_multiarray.multiarray, n) for m in _NP_CORE for n in ('_reconstruct', 'scalar')},
+    **{(m, n): f for m in _NP_CORE for n, f in _NP_PICKLE.items()},
     ('mmengine.logging.history_buffer', 'HistoryBuffer'): _HistoryBuffer,
     ('argparse', 'Namespace'): _Namespace,
     **_DTYPES,
@@ -145,9 +146,10 @@ CALLABLE = {k for k in ALLOWED_GLOBALS if k not in _DTYPES and k[1] not in (
 #: classes a file may instantiate (NEWOBJ without arguments, then BUILD with their state)
 NEWOBJ = {('mmengine.logging.history_buffer', 'HistoryBuffer'), ('argparse', 'Namespace')}
 #: storage types a storage id may name (``torch.cuda.FloatStorage`` in old files), with their element type
-STORAGES = {f'{m}.{n}Storage': torch.serialization.StorageType(f'{n}Storage').dtype for m in ('torch', 'torch.cuda')
-            for n in ('Bool', 'Byte', 'Char', 'Short', 'Int', 'Long', 'Half', 'Float', 'Double', 'BFloat16',
-                      'ComplexFloat', 'ComplexDouble')}
+STORAGES = {f'{m}.{n}Storage': getattr(torch, d) for m in ('torch', 'torch.cuda') for n, d in (
+    ('Bool', 'bool'), ('Byte', 'uint8'), ('Char', 'int8'), ('Short', 'int16'), ('Int', 'int32'), ('Long', 'int64'),
+    ('Half', 'float16'), ('Float', 'float32'), ('Double', 'float64'), ('BFloat16', 'bfloat16'),
+    ('ComplexFloat', 'complex64'), ('ComplexDouble', 'complex128'))}
 #: torch's allow-list during a load: the objects above under the names torch does not know, and the types
 #: whose state torch then lets a file set (numpy's dtype classes, our placeholders)
 _TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
