@@ -249,7 +249,8 @@ def _scan_pickle(f, limit):
     for op, arg, _ in pickletools.genops(f):
         code = op.name
         if code not in _OPCODES:
-            raise _Refusal(f'the pickle opcode {code}')
+            raise _Refusal(f'the pickle opcode {code} (torch\'s weights-only unpickler reads pickle protocol 2, what '
+                           'torch.save writes by default)')
         if code == 'STOP':
             return
         if code == 'MARK':
