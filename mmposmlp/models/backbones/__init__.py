@@ -7,4 +7,4 @@ from . import swin_peg  # noqa: F401  (registers SwinPEG; mmpretrain on first us
 from .imlp_variants import ADAPTERS as IMLP_ADAPTERS  # noqa: F401
 from .posmlp_video import PosMLPVideo, convert_official_posmlp_video  # noqa: F401
 from .gmlp import GMLP, convert_timm_gmlp  # noqa: F401
-from .lvt import LVT, LVTClassAttentionHead, convert_official_lvt  # noqa: F401
+from .lvt import LVT, convert_official_lvt  # noqa: F401

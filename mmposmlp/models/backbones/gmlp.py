@@ -24,7 +24,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
+from .base import FrozenStagesMixin
 from ..checkpoints import backbone_of_whole_model, load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.gating import GATE_TYPES, PositionalGatingUnit, init_gated_mlp_weights
 
@@ -140,9 +140,8 @@ class GMLP(FrozenStagesMixin, BaseModule):
         self.in_channels = in_channels
         self.gate_type = gate_type
 
-        self.out_indices = checked_out_indices(out_indices, self.num_layers)
-        self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_layers)
-        self.norm_eval = norm_eval
+        self._set_out_indices(out_indices, self.num_layers, unit='blocks')
+        self._set_frozen_stages(frozen_stages, self.num_layers, norm_eval, unit='blocks')
 
         self.patch_embed = nn.Conv2d(in_channels, self.embed_dims, patch_size, patch_size)
         dpr = [drop_path_rate * k / (self.num_layers - 1) if self.num_layers > 1 else 0.
@@ -153,9 +152,7 @@ class GMLP(FrozenStagesMixin, BaseModule):
         self.final_norm = final_norm
         if final_norm:
             self.norm = build_norm_layer(norm_cfg, self.embed_dims)[1]
-        self.out_channels = [self.embed_dims] * len(self.out_indices)
-        self.feature_info = [dict(num_chs=self.embed_dims, reduction=patch_size, module=f'layers.{i}')
-                             for i in self.out_indices]
+        self._set_feature_info([self.embed_dims] * self.num_layers, [patch_size] * self.num_layers, module='layers')
         self._freeze_stages()
 
     def _parse_arch(self, arch) -> dict:
@@ -184,14 +181,14 @@ class GMLP(FrozenStagesMixin, BaseModule):
         x = self.patch_embed(x)
         B, C, H, W = x.shape
         x = x.flatten(2).transpose(1, 2)
-        outs = []
+        outs = {}
         for i, layer in enumerate(self.layers):
             x = layer(x)
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.norm(x)
             if i in self.out_indices:
-                outs.append(x.transpose(1, 2).reshape(B, C, H, W))
-        return tuple(outs)
+                outs[i] = x.transpose(1, 2).reshape(B, C, H, W)
+        return self._ordered_outputs(outs)
 
     def _frozen_modules(self):
         modules = [self.patch_embed] + list(self.layers[:self.frozen_stages])

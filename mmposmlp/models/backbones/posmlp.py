@@ -15,6 +15,7 @@ from mmengine.model import BaseModule
 from mmposmlp.registry import MODELS
 from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from .base import ChannelsLastStagesMixin
+from ..layers.export_mode import ExportModeMixin, exporting
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.grouped_conv import GroupedConv2d
 from ..layers.norms import channels_first_norm_cfg
@@ -115,6 +116,21 @@ def _sampling_cfg(name: str, cfg: Optional[dict], linear_keys: set) -> Optional[
     return None if cfg['type'] == 'conv' else dict(cfg)
 
 
+def _checked_sampling_cfgs(patch_embed_cfg, downsample_cfg, stem_norm_cfg, downsample_norm_cfg,
+                           downsample_depthwise: bool):
+    """The linear patch embedding's and patch merging's settings (None: ConvPE / ConvPM), refused
+    when given with an option of the conv form they replace."""
+    linear_embed = _sampling_cfg('patch_embed_cfg', patch_embed_cfg, {'type', 'patch_size', 'norm_cfg'})
+    linear_merge = _sampling_cfg('downsample_cfg', downsample_cfg, {'type', 'norm_cfg'})
+    if linear_embed is not None and stem_norm_cfg is not None:
+        raise ValueError("stem_norm_cfg is ConvPE's norm and a linear patch_embed_cfg has no ConvPE: set "
+                         "patch_embed_cfg['norm_cfg'] instead")
+    if linear_merge is not None and (downsample_norm_cfg is not None or not downsample_depthwise):
+        raise ValueError('downsample_norm_cfg / downsample_depthwise=False are options of ConvPM and a linear '
+                         "downsample_cfg has no ConvPM: set downsample_cfg['norm_cfg'] instead")
+    return linear_embed, linear_merge
+
+
 class PosMLPBlock(nn.Module):
     """A PosMLP block (Fig. 2d): ``x + DropPath(FC2(PoSGU(GELU(FC1(LN(x))))))``.
 
@@ -140,10 +156,10 @@ class PosMLPBlock(nn.Module):
         return x + self.drop_path(self.drop(y))
 
 
-class PosMLPStage(nn.Module):
+class PosMLPStage(ExportModeMixin, nn.Module):
     """ConvPM (except stage 0) + blocks on windows. Pads to the window multiple, masks the
     padding (and the shifted-window seams), crops back. Channels-last ``(B, H, W, C)`` in and
-    out (the output may be a cropped view)."""
+    out (the output may be a cropped view). In export mode the window layouts are built in the graph."""
 
     def __init__(self, in_channels: int, embed_dims: int, depth: int, window, shift_size,
                  downsample: bool, block_kwargs: Sequence[dict], norm_cfg: dict, with_cp: bool = False,
@@ -165,13 +181,14 @@ class PosMLPStage(nn.Module):
         if self.downsample is not None:
             x = self.downsample(x)
         valid = tuple(x.shape[1:3])
-        x = pad_to_multiple(x, self.window)
+        in_graph = exporting(self)
+        x = pad_to_multiple(x, self.window, in_graph)
         layouts = {}
         current, windows = None, None
         for block in self.blocks:
             shift = self.shift_size if block.shift else (0, 0)
             if shift not in layouts:
-                layouts[shift] = make_layout(x, valid, self.window, shift)
+                layouts[shift] = make_layout(x, valid, self.window, shift, in_graph)
             layout = layouts[shift]
             if current is None:
                 windows, current = layout.partition(x), layout
@@ -181,7 +198,7 @@ class PosMLPStage(nn.Module):
                 windows = cp.checkpoint(block, windows, layout, use_reentrant=False)
             else:
                 windows = block(windows, layout)
-        return crop(current.reverse(windows), valid)
+        return crop(current.reverse(windows), valid, in_graph)
 
 
 @MODELS.register_module()
@@ -240,7 +257,7 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
         ape_size: ``(h, w)`` of a learned absolute position embedding added after the stem
             (official ``ape=True``: 56 x 56; PosMLP Table 9), resized bicubically to other maps.
 
-    Output contract: a tuple with one NCHW tensor per ``out_indices`` entry, stage ``i`` at
+    Output contract: a tuple with one NCHW tensor per ``out_indices`` entry (in that order), stage ``i`` at
     stride ``2**(i+2)`` and spatial size ``ceil(H / 2**(i+2))`` (``patch_size * 2**i`` with a
     linear patch embedding); any input size works
     (``size_divisibility == 1``). Channels in :attr:`out_channels` / :attr:`feature_info`.
@@ -283,68 +300,73 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             init_cfg = dict(type='Pretrained', checkpoint=pretrained)
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
-        self.arch_settings = self._parse_arch(arch)
-        s = self.arch_settings
+        s = self.arch_settings = self._parse_arch(arch)
         num_stages = len(s['embed_dims'])
-        windows = window_sizes if window_sizes is not None else s['window_sizes']
+        self.embed_dims = list(s['embed_dims'])
+        self.in_channels = in_channels
+        gate_types, shifts = self._per_stage_options(window_sizes, gate_type, shift)
+        self._set_out_indices(out_indices, num_stages)
+        self._set_frozen_stages(frozen_stages, num_stages, norm_eval)
+        linear_embed, linear_merge = _checked_sampling_cfgs(patch_embed_cfg, downsample_cfg, stem_norm_cfg,
+                                                            downsample_norm_cfg, downsample_depthwise)
+        self._build_stem(linear_embed, stem_norm_cfg, norm_cfg, act_cfg, ape_size)
+        merge_norm_cfg = (linear_merge.get('norm_cfg', norm_cfg) if linear_merge is not None
+                          else downsample_norm_cfg or norm_cfg)
+        block_cfg = dict(drop_rate=drop_rate, norm_cfg=norm_cfg, act_cfg=act_cfg, gate_cfg=gate_cfg)
+        self._build_stages(gate_types, shifts, drop_path_rate, block_cfg,
+                           dict(norm_cfg=merge_norm_cfg, with_cp=with_cp, downsample_depthwise=downsample_depthwise,
+                                downsample_linear=linear_merge is not None))
+        self._build_outputs(self.embed_dims, [self.stem_stride * 2**i for i in range(num_stages)], norm_cfg,
+                            out_norm)
+        self._freeze_stages()
+
+    def _per_stage_options(self, window_sizes, gate_type, shift):
+        """Set :attr:`window_sizes`; return the per-stage gate types and shifts (each refused unless it
+        has one entry per stage)."""
+        num_stages = len(self.embed_dims)
+        windows = window_sizes if window_sizes is not None else self.arch_settings['window_sizes']
         self.window_sizes = [to_tuple(w, 2) for w in windows]
         gate_types = [gate_type] * num_stages if isinstance(gate_type, str) else list(gate_type)
         shifts = [shift] * num_stages if isinstance(shift, bool) else list(shift)
         for name, seq in (('window_sizes', self.window_sizes), ('gate_type', gate_types), ('shift', shifts)):
             if len(seq) != num_stages:
                 raise ValueError(f'{name} has {len(seq)} entries but the arch has {num_stages} stages')
-        out_indices = [i + num_stages if i < 0 else i for i in out_indices]
-        if not all(0 <= i < num_stages for i in out_indices):
-            raise ValueError(f'out_indices {out_indices} out of range for {num_stages} stages')
-        self.out_indices = tuple(out_indices)
-        self.frozen_stages = frozen_stages
-        self.norm_eval = norm_eval
-        self.embed_dims = list(s['embed_dims'])
+        return gate_types, shifts
 
-        linear_embed = _sampling_cfg('patch_embed_cfg', patch_embed_cfg, {'type', 'patch_size', 'norm_cfg'})
-        linear_merge = _sampling_cfg('downsample_cfg', downsample_cfg, {'type', 'norm_cfg'})
-        if linear_embed is not None and stem_norm_cfg is not None:
-            raise ValueError("stem_norm_cfg is ConvPE's norm and a linear patch_embed_cfg has no ConvPE: set "
-                             "patch_embed_cfg['norm_cfg'] instead")
-        if linear_merge is not None and (downsample_norm_cfg is not None or not downsample_depthwise):
-            raise ValueError('downsample_norm_cfg / downsample_depthwise=False are options of ConvPM and a linear '
-                             "downsample_cfg has no ConvPM: set downsample_cfg['norm_cfg'] instead")
-        self.in_channels = in_channels
+    def _build_stem(self, linear_embed: Optional[dict], stem_norm_cfg: Optional[dict], norm_cfg: dict,
+                    act_cfg: dict, ape_size) -> None:
+        """ConvPE (or a linear patch embedding) and the optional absolute position embedding."""
+        c0 = self.embed_dims[0]
         if linear_embed is None:
-            self.patch_embed = ConvPatchEmbed(in_channels, s['embed_dims'][0],
-                                              stem_norm_cfg or dict(type='BN', eps=1e-6), act_cfg)
+            self.patch_embed = ConvPatchEmbed(self.in_channels, c0, stem_norm_cfg or dict(type='BN', eps=1e-6),
+                                              act_cfg)
             self.stem_stride = 4
         else:
             self.stem_stride = int(linear_embed.get('patch_size', 4))
             if self.stem_stride < 1:
                 raise ValueError(f"patch_embed_cfg['patch_size'] must be a positive int, got {self.stem_stride}")
-            self.patch_embed = LinearPatchEmbed(in_channels, s['embed_dims'][0], self.stem_stride,
+            self.patch_embed = LinearPatchEmbed(self.in_channels, c0, self.stem_stride,
                                                 linear_embed.get('norm_cfg', norm_cfg))
         self.absolute_pos_embed = None
         if ape_size is not None:
-            self.absolute_pos_embed = nn.Parameter(torch.zeros(1, s['embed_dims'][0], *to_tuple(ape_size, 2)))
+            self.absolute_pos_embed = nn.Parameter(torch.zeros(1, c0, *to_tuple(ape_size, 2)))
+
+    def _build_stages(self, gate_types, shifts, drop_path_rate: float, block_cfg: dict, stage_cfg: dict) -> None:
+        """The four stages; block ``j`` of stage ``i`` shifts its windows when ``shifts[i]`` and ``j`` is odd."""
+        s = self.arch_settings
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
         self.stages = nn.ModuleList()
         cursor = 0
-        for i in range(num_stages):
-            window = self.window_sizes[i]
+        for i, window in enumerate(self.window_sizes):
             block_kwargs = [
                 dict(mlp_ratio=s['mlp_ratios'][i], groups=s['groups'][i], gate_type=gate_types[i],
-                     shift=bool(shifts[i]) and j % 2 == 1, drop_rate=drop_rate,
-                     drop_path_rate=dpr[cursor + j], norm_cfg=norm_cfg, act_cfg=act_cfg, gate_cfg=gate_cfg)
+                     shift=bool(shifts[i]) and j % 2 == 1, drop_path_rate=dpr[cursor + j], **block_cfg)
                 for j in range(s['depths'][i])
             ]
             cursor += s['depths'][i]
             self.stages.append(PosMLPStage(
-                s['embed_dims'][i - 1] if i else s['embed_dims'][0], s['embed_dims'][i], s['depths'][i],
-                window, tuple(w // 2 for w in window), downsample=i > 0, block_kwargs=block_kwargs,
-                norm_cfg=(linear_merge.get('norm_cfg', norm_cfg) if linear_merge is not None
-                          else downsample_norm_cfg or norm_cfg), with_cp=with_cp,
-                downsample_depthwise=downsample_depthwise, downsample_linear=linear_merge is not None))
-        self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
-        for i, info in enumerate(self.feature_info):
-            info['reduction'] = self.stem_stride * 2**i
-        self._freeze_stages()
+                self.embed_dims[i - 1] if i else self.embed_dims[0], self.embed_dims[i], s['depths'][i],
+                window, tuple(w // 2 for w in window), downsample=i > 0, block_kwargs=block_kwargs, **stage_cfg))
 
     @classmethod
     def _parse_arch(cls, arch) -> Dict:
@@ -412,12 +434,12 @@ class PosMLP(ChannelsLastStagesMixin, BaseModule):
             x = self.patch_embed(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
         if self.absolute_pos_embed is not None:
             x = self._add_absolute_pos_embed(x)
-        outs = []
+        outs = {}
         for i, stage in enumerate(self.stages):
             x = stage(x)  # (B, H, W, C)
             if i in self.out_indices:
-                outs.append(self._output(i, x))
-        return tuple(outs)
+                outs[i] = self._output(i, x)
+        return self._ordered_outputs(outs)
 
 
 # ---------------------------------------------------------------------- official checkpoints

@@ -17,8 +17,9 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import ChannelsLastStagesMixin
+from .base import ChannelsLastStagesMixin, stage_reductions
 from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..layers.export_mode import exporting
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.relative_position import LearnedPositionMixing
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
@@ -68,12 +69,13 @@ def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window,
         win, valid = tuple(window[1:]), (H, W)
     else:
         y, win, valid = x, tuple(window), (T, H, W)
-    y = pad_to_multiple(y, win)
-    layout = make_layout(y, valid, win)
+    in_graph = exporting(gate)  # the unit's export mode
+    y = pad_to_multiple(y, win, in_graph)
+    layout = make_layout(y, valid, win, in_graph=in_graph)
     windows = layout.partition(y)
     windows = gate(windows, layout) if mlp is None else gate.forward_mlp(windows, *mlp, layout=layout)
     y = layout.reverse(windows)
-    y = crop(y, valid)
+    y = crop(y, valid, in_graph)
     C2 = y.shape[-1]
     if axes == 't':
         return y.reshape(B, H, W, T, C2).permute(0, 3, 1, 2, 4)
@@ -195,6 +197,28 @@ class PosMLPVideoBlock(nn.Module):
         return x + self.drop_path(mods[0](x))
 
 
+def _checked_block_options(block_type: str, parallel_version: str, cascade_residual: str) -> str:
+    """The canonical spelling of ``block_type``; unknown block types, versions or residuals refused."""
+    canonical = {b.lower(): b for b in BLOCK_TYPES}.get(str(block_type).lower())
+    if canonical is None:
+        raise KeyError(f'unknown block_type {block_type!r}; choose one of {list(BLOCK_TYPES)}')
+    if parallel_version not in PARALLEL_VERSIONS:
+        raise KeyError(f'unknown parallel_version {parallel_version!r}; choose one of {PARALLEL_VERSIONS}')
+    if cascade_residual not in ('each', 'outer'):
+        raise ValueError(f"cascade_residual must be 'each' or 'outer', got {cascade_residual!r}")
+    return canonical
+
+
+def _video_stem(in_channels: int, embed_dims: int, norm_cfg: dict, act_cfg: dict) -> nn.Sequential:
+    """Two (1, 3, 3)/(1, 2, 2) Conv3d + norm, an activation between them (stride 4 in space)."""
+    conv3d = dict(type='Conv3d')
+    return nn.Sequential(
+        ConvModule(in_channels, embed_dims // 2, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
+                   conv_cfg=conv3d, norm_cfg=norm_cfg, act_cfg=act_cfg),
+        ConvModule(embed_dims // 2, embed_dims, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
+                   conv_cfg=conv3d, norm_cfg=norm_cfg, act_cfg=None))
+
+
 class SpatialDownsample(nn.Module):
     """Fig. 4(b): Conv3d (1,3,3) stride (1,2,2) + LayerNorm over channels (channels-last)."""
 
@@ -312,65 +336,52 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self, extra_keys=('inflate', ))  # refuse a misspelt Pretrained init_cfg when built
         s = self.arch_settings = self._parse_arch(arch)
-        downsamples = [True] * (len(s['embed_dims']) - 1) if downsamples is None else [bool(d) for d in downsamples]
-        if len(downsamples) != len(s['embed_dims']) - 1:
-            raise ValueError(f'downsamples has {len(downsamples)} entries; the arch has {len(s["embed_dims"])} '
-                             'stages, so it needs one per stage after the first')
-        for i, d in enumerate(downsamples):
-            if not d and s['embed_dims'][i] != s['embed_dims'][i + 1]:
-                raise ValueError(f'stage {i + 1} has no downsampling but changes channels '
-                                 f'({s["embed_dims"][i]} -> {s["embed_dims"][i + 1]}): set downsamples[{i}]=True')
-        self.downsamples = downsamples
-        bt = {b.lower(): b for b in BLOCK_TYPES}.get(str(block_type).lower())
-        if bt is None:
-            raise KeyError(f'unknown block_type {block_type!r}; choose one of {list(BLOCK_TYPES)}')
-        if parallel_version not in PARALLEL_VERSIONS:
-            raise KeyError(f'unknown parallel_version {parallel_version!r}; choose one of {PARALLEL_VERSIONS}')
-        if cascade_residual not in ('each', 'outer'):
-            raise ValueError(f"cascade_residual must be 'each' or 'outer', got {cascade_residual!r}")
-        self.block_type, self.parallel_version, self.image_mode = bt, parallel_version, image_mode
         num_stages = len(s['embed_dims'])
+        self.downsamples = self._checked_downsamples(downsamples)
+        self.block_type = _checked_block_options(block_type, parallel_version, cascade_residual)
+        self.parallel_version, self.image_mode = parallel_version, image_mode
         windows = window_sizes if window_sizes is not None else s['window_sizes']
         self.window_sizes = [to_tuple(w, 3) for w in windows]
         if len(self.window_sizes) != num_stages:
             raise ValueError(f'window_sizes has {len(self.window_sizes)} entries, the arch has {num_stages} stages')
-        out_indices = [i + num_stages if i < 0 else i for i in out_indices]
-        if not out_indices or not all(0 <= i < num_stages for i in out_indices):
-            raise ValueError(f'out_indices {out_indices} out of range for {num_stages} stages')
-        self.out_indices = tuple(out_indices)
-        self.frozen_stages, self.norm_eval = frozen_stages, norm_eval
+        self._set_out_indices(out_indices, num_stages)
+        self._set_frozen_stages(frozen_stages, num_stages, norm_eval)
         self.embed_dims = list(s['embed_dims'])
         self.in_channels = in_channels
+        self.patch_embed = _video_stem(in_channels, self.embed_dims[0], stem_norm_cfg, act_cfg)
+        block_cfg = dict(block_type=self.block_type, version=parallel_version, cascade_residual=cascade_residual,
+                         mlp_ratio=s['mlp_ratio'], gate_type=gate_type, image_mode=image_mode, drop_rate=drop_rate,
+                         norm_cfg=norm_cfg, act_cfg=act_cfg, gate_cfg=gate_cfg)
+        self._build_stages(drop_path_rate, block_cfg, norm_cfg, with_cp)
+        self._build_outputs(self.embed_dims, stage_reductions(4, self.downsamples), norm_cfg, out_norm)
+        self._freeze_stages()
 
-        c0 = s['embed_dims'][0]
-        conv3d = dict(type='Conv3d')
-        self.patch_embed = nn.Sequential(
-            ConvModule(in_channels, c0 // 2, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
-                       conv_cfg=conv3d, norm_cfg=stem_norm_cfg, act_cfg=act_cfg),
-            ConvModule(c0 // 2, c0, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
-                       conv_cfg=conv3d, norm_cfg=stem_norm_cfg, act_cfg=None))
-        dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
+    def _checked_downsamples(self, downsamples: Optional[Sequence[bool]]) -> List[bool]:
+        """One bool per stage after the first (default all True); a stage without one keeps its channels."""
+        dims = self.arch_settings['embed_dims']
+        downsamples = [True] * (len(dims) - 1) if downsamples is None else [bool(d) for d in downsamples]
+        if len(downsamples) != len(dims) - 1:
+            raise ValueError(f'downsamples has {len(downsamples)} entries; the arch has {len(dims)} '
+                             'stages, so it needs one per stage after the first')
+        for i, d in enumerate(downsamples):
+            if not d and dims[i] != dims[i + 1]:
+                raise ValueError(f'stage {i + 1} has no downsampling but changes channels '
+                                 f'({dims[i]} -> {dims[i + 1]}): set downsamples[{i}]=True')
+        return downsamples
+
+    def _build_stages(self, drop_path_rate: float, block_cfg: dict, norm_cfg: dict, with_cp: bool) -> None:
+        depths = self.arch_settings['depths']
+        groups = self.arch_settings['groups']
+        dpr = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.stages = nn.ModuleList()
         cursor = 0
-        for i in range(num_stages):
-            block_kwargs = [
-                dict(block_type=bt, version=parallel_version, cascade_residual=cascade_residual,
-                     drop_path_rate=dpr[cursor + j], mlp_ratio=s['mlp_ratio'], window=self.window_sizes[i],
-                     groups=s['groups'][i], gate_type=gate_type, image_mode=image_mode, drop_rate=drop_rate,
-                     norm_cfg=norm_cfg, act_cfg=act_cfg, gate_cfg=gate_cfg)
-                for j in range(s['depths'][i])
-            ]
-            cursor += s['depths'][i]
-            self.stages.append(PosMLPVideoStage(s['embed_dims'][i - 1] if i else c0, s['embed_dims'][i],
-                                                downsample=i > 0 and downsamples[i - 1],
-                                                block_kwargs=block_kwargs,
-                                                norm_cfg=norm_cfg, with_cp=with_cp))
-        self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
-        reduction = 4
-        for i, info in enumerate(self.feature_info):
-            reduction *= 2 if i and downsamples[i - 1] else 1
-            info['reduction'] = reduction
-        self._freeze_stages()
+        for i, depth in enumerate(depths):
+            block_kwargs = [dict(drop_path_rate=dpr[cursor + j], window=self.window_sizes[i], groups=groups[i],
+                                 **block_cfg) for j in range(depth)]
+            cursor += depth
+            self.stages.append(PosMLPVideoStage(self.embed_dims[i - 1] if i else self.embed_dims[0],
+                                                self.embed_dims[i], downsample=i > 0 and self.downsamples[i - 1],
+                                                block_kwargs=block_kwargs, norm_cfg=norm_cfg, with_cp=with_cp))
 
     @classmethod
     def _parse_arch(cls, arch) -> Dict:
@@ -444,15 +455,16 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
         if self.image_mode and x.shape[2] != 1:
             raise ValueError('image_mode=True has no temporal mixing: feed images (T=1) or build a video model')
         x = self.patch_embed(x).permute(0, 2, 3, 4, 1)  # (B, T, H, W, C)
-        outs = []
+        outs = {}
         for i, stage in enumerate(self.stages):
             x = stage(x)
             if i in self.out_indices:
                 out = self._output(i, x)
-                outs.append(out[:, :, 0] if image_input else out)
+                outs[i] = out[:, :, 0] if image_input else out
+        outs = self._ordered_outputs(outs)
         if len(outs) == 1 and not self.image_mode:
             return outs[0]  # mmaction2 heads take a tensor
-        return tuple(outs)  # mmpretrain/mmdet convention
+        return outs  # mmpretrain/mmdet convention
 
     def stage_features(self, x: torch.Tensor) -> List[torch.Tensor]:
         """Channels-last ``(B, T, H, W, C)`` output of every stage (no norm), for tests/tools."""

@@ -17,7 +17,7 @@ import fnmatch
 import functools
 import math
 import re
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -255,37 +255,52 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
-        if isinstance(arch, str):
-            if arch.lower() not in self.arch_zoo:
-                raise ValueError(f'unknown PVTPEG arch {arch!r}; choose one of '
-                                 f'{sorted(set(self.arch_zoo))} or pass a dict with {self.essential_keys}')
-            arch = {**self._common, **self.arch_zoo[arch.lower()]}
-        else:
-            missing = set(self.essential_keys) - set(arch)
-            if missing:
-                raise ValueError(f'custom PVTPEG arch is missing {sorted(missing)}; needs {self.essential_keys}')
-        self.depths = list(arch['depths'])
-        self.embed_dims = list(arch['embed_dims'])
-        self.num_heads = list(arch['num_heads'])
-        self.mlp_ratios = list(arch['mlp_ratios'])
-        self.sr_ratios = list(arch['sr_ratios'])
-        self.num_stages = len(self.depths)
-        for k in self.essential_keys:
-            if len(arch[k]) != self.num_stages:
-                raise ValueError(f'arch[{k!r}] has {len(arch[k])} entries, expected {self.num_stages}')
-        if len(patch_sizes) != self.num_stages:
-            raise ValueError(f'patch_sizes needs {self.num_stages} entries, got {patch_sizes}')
-        self.patch_sizes = list(patch_sizes)
+        self._set_arch(arch, patch_sizes)
         self.in_channels = in_channels
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        out_indices = [i % self.num_stages for i in out_indices]
-        self.out_indices = sorted(out_indices)
+        self._set_out_indices(out_indices, self.num_stages)
         if isinstance(norm_after_stage, bool):
             norm_after_stage = [norm_after_stage] * self.num_stages
         if len(norm_after_stage) != self.num_stages:
             raise ValueError(f'norm_after_stage needs {self.num_stages} entries, got {norm_after_stage}')
         self.norm_after_stage = list(norm_after_stage)
+        self.peg_after_block = self._checked_peg(peg_after_block, peg_cfg)
+        self.pos_embed_type = pos_embed_type
+        self.pretrain_img_size = self._checked_pos_embed(pos_embed_type, pretrain_img_size)
+        self.with_cls_token, self.out_type = self._checked_out_type(with_cls_token, out_type)
+        self._set_frozen_stages(frozen_stages, self.num_stages, norm_eval)
+        self.with_cp = with_cp
+        self.min_input_size = max(s * r for s, r in zip(self._reductions(), self.sr_ratios))
+        block_cfg = dict(qkv_bias=qkv_bias, drop_rate=drop_rate, attn_drop_rate=attn_drop_rate, norm_cfg=norm_cfg,
+                         sr_norm_cfg=embed_norm_cfg if sr_norm_cfg is None else sr_norm_cfg, ffn_cfg=ffn_cfg,
+                         with_cp=with_cp, qk_scale=qk_scale)
+        self._build_stages(drop_path_rate, block_cfg, embed_norm_cfg, norm_cfg, dict(peg_cfg or {}))
+        if self.with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims[-1]))
+        self.pos_drop = nn.Dropout(drop_rate)
+        self._set_feature_info(self.embed_dims, self._reductions())
+        self._freeze_stages()
+
+    def _set_arch(self, arch, patch_sizes: Sequence[int]) -> None:
+        """The per-stage settings of ``arch`` (a name or a dict of :attr:`essential_keys`) and ``patch_sizes``."""
+        if isinstance(arch, str):
+            if arch.lower() not in self.arch_zoo:
+                raise ValueError(f'unknown PVTPEG arch {arch!r}; choose one of '
+                                 f'{sorted(set(self.arch_zoo))} or pass a dict with {self.essential_keys}')
+            arch = {**self._common, **self.arch_zoo[arch.lower()]}
+        missing = set(self.essential_keys) - set(arch)
+        if missing:
+            raise ValueError(f'custom PVTPEG arch is missing {sorted(missing)}; needs {self.essential_keys}')
+        self.num_stages = len(arch['depths'])
+        for k in self.essential_keys:
+            if len(arch[k]) != self.num_stages:
+                raise ValueError(f'arch[{k!r}] has {len(arch[k])} entries, expected {self.num_stages}')
+        if len(patch_sizes) != self.num_stages:
+            raise ValueError(f'patch_sizes needs {self.num_stages} entries, got {patch_sizes}')
+        self.depths, self.embed_dims, self.num_heads, self.mlp_ratios, self.sr_ratios = (
+            list(arch[k]) for k in self.essential_keys)
+        self.patch_sizes = list(patch_sizes)
+
+    def _checked_peg(self, peg_after_block: Optional[int], peg_cfg: Optional[dict]) -> Optional[int]:
         if peg_after_block is None:
             if peg_cfg is not None:
                 raise ValueError(f'peg_cfg={peg_cfg} shapes a PEG but peg_after_block=None builds none: drop peg_cfg '
@@ -293,58 +308,53 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         elif not 0 <= peg_after_block < min(self.depths):
             raise ValueError(f'peg_after_block={peg_after_block} must index a block of every stage '
                              f'(depths {self.depths}) or be None (no PEG)')
-        self.peg_after_block = peg_after_block
+        return peg_after_block
+
+    def _checked_pos_embed(self, pos_embed_type: Optional[str], pretrain_img_size: Optional[int]) -> int:
+        """The input size the position tables are built for (224 unless given)."""
         if pos_embed_type not in POS_EMBED_TYPES:
             raise ValueError(f'unknown PVTPEG pos_embed_type {pos_embed_type!r}; choose one of {POS_EMBED_TYPES} '
                              "(None: no table, 'learnable': PVT v1's per-stage tables)")
         if pos_embed_type is None and pretrain_img_size is not None:
             raise ValueError(f'pretrain_img_size={pretrain_img_size} sizes position tables but pos_embed_type=None '
                              "builds none: drop it or set pos_embed_type='learnable'")
-        self.pos_embed_type = pos_embed_type
-        self.pretrain_img_size = 224 if pretrain_img_size is None else int(pretrain_img_size)
-        if pos_embed_type is not None and self.pretrain_img_size % math.prod(self.patch_sizes):
-            raise ValueError(f'pretrain_img_size={self.pretrain_img_size} must be divisible by the total patch stride '
+        size = 224 if pretrain_img_size is None else int(pretrain_img_size)
+        if pos_embed_type is not None and size % math.prod(self.patch_sizes):
+            raise ValueError(f'pretrain_img_size={size} must be divisible by the total patch stride '
                              f'{math.prod(self.patch_sizes)} (the position tables hold the stage grids at that size)')
+        return size
+
+    def _checked_out_type(self, with_cls_token: bool, out_type: str):
         if out_type not in OUT_TYPES:
             raise ValueError(f'unknown PVTPEG out_type {out_type!r}; choose one of {OUT_TYPES}')
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError("out_type='cls_token' returns the class token: set with_cls_token=True "
                              "(or use out_type='featmap')")
-        if out_type == 'cls_token' and self.out_indices != [self.num_stages - 1]:
+        if out_type == 'cls_token' and self.out_indices != (self.num_stages - 1, ):
             raise ValueError(f"out_type='cls_token' returns the class token, which only the last stage has: set "
                              f'out_indices=({self.num_stages - 1},), got {tuple(self.out_indices)}')
-        self.with_cls_token = bool(with_cls_token)
-        self.out_type = out_type
-        self.frozen_stages = frozen_stages
-        self.norm_eval = norm_eval
-        self.with_cp = with_cp
-        # total stride required so that every strided conv (patch embeds, SR) sees >= 1 pixel
-        self.min_input_size = 1
-        stride = 1
-        for i in range(self.num_stages):
-            stride *= self.patch_sizes[i]
-            self.min_input_size = max(self.min_input_size, stride * self.sr_ratios[i])
+        return bool(with_cls_token), out_type
 
-        peg_cfg = dict(peg_cfg or {})
-        sr_norm_cfg = embed_norm_cfg if sr_norm_cfg is None else sr_norm_cfg
+    def _reductions(self) -> List[int]:
+        """Total stride of every stage (the product of the patch sizes so far)."""
+        return [math.prod(self.patch_sizes[:i + 1]) for i in range(self.num_stages)]
+
+    def _build_stages(self, drop_path_rate: float, block_cfg: dict, embed_norm_cfg: dict, norm_cfg: dict,
+                      peg_cfg: dict) -> None:
+        """Per stage: patch embedding, blocks, PEG, position table and output norm."""
         dpr = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()
         self.patch_embeds = ModuleList()
         self.stages = ModuleList()
-        self.pegs = ModuleList() if peg_after_block is not None else None
-        self.pos_embeds = ModuleList() if pos_embed_type is not None else None
-        cur = 0
-        stride = 1
-        prev = in_channels
-        for i in range(self.num_stages):
-            C = self.embed_dims[i]
+        self.pegs = ModuleList() if self.peg_after_block is not None else None
+        self.pos_embeds = ModuleList() if self.pos_embed_type is not None else None
+        cur, prev = 0, self.in_channels
+        for i, (C, stride) in enumerate(zip(self.embed_dims, self._reductions())):
             self.patch_embeds.append(PatchEmbedFloor(prev, C, self.patch_sizes[i], embed_norm_cfg))
             self.stages.append(ModuleList([
-                PVTBlock(C, self.num_heads[i], self.mlp_ratios[i], self.sr_ratios[i], qkv_bias, drop_rate,
-                         attn_drop_rate, dpr[cur + j], norm_cfg, sr_norm_cfg, ffn_cfg, with_cp, qk_scale)
-                for j in range(self.depths[i])]))
+                PVTBlock(C, self.num_heads[i], self.mlp_ratios[i], self.sr_ratios[i], drop_path_rate=dpr[cur + j],
+                         **block_cfg) for j in range(self.depths[i])]))
             if self.pegs is not None:
                 self.pegs.append(PEG(C, **peg_cfg))
-            stride *= self.patch_sizes[i]
             if self.pos_embeds is not None:
                 grid = self.pretrain_img_size // stride
                 self.pos_embeds.append(AbsolutePositionEmbedding(
@@ -354,18 +364,6 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                 self.add_module(f'norm{i}', build_norm_layer(norm_cfg, C)[1])
             cur += self.depths[i]
             prev = C
-        if self.with_cls_token:
-            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims[-1]))
-        self.pos_drop = nn.Dropout(drop_rate)
-        self.out_channels = [self.embed_dims[i] for i in self.out_indices]
-        red = []
-        s = 1
-        for p in self.patch_sizes:
-            s *= p
-            red.append(s)
-        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=red[i], module=f'stages.{i}')
-                             for i in self.out_indices]
-        self._freeze_stages()
 
     # ------------------------------------------------------------------ init / loading
     def init_weights(self):
@@ -434,7 +432,7 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         if min(x.shape[2:]) < self.min_input_size:
             raise ValueError(f'input {tuple(x.shape[2:])} is too small for PVTPEG: every side must be '
                              f'>= {self.min_input_size} (total patch stride x spatial-reduction ratio)')
-        outs = []
+        outs = {}
         B = x.shape[0]
         for i in range(self.num_stages):
             x, hw = self.patch_embeds[i](x)
@@ -451,12 +449,12 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             if self.norm_after_stage[i]:
                 x = getattr(self, f'norm{i}')(x)
             if i in self.out_indices and self.out_type == 'cls_token':
-                outs.append(x[:, 0])
+                outs[i] = x[:, 0]
                 continue
             x = x[:, extra:].transpose(1, 2).reshape(B, self.embed_dims[i], *hw)
             if i in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+                outs[i] = x
+        return self._ordered_outputs(outs)
 
 
 # ---------------------------------------------------------------------- checkpoint conversion

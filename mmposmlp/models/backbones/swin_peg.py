@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 from mmengine.model import ModuleList
 
+from mmposmlp.models.backbones.base import BackboneContractMixin, checked_frozen_stages, checked_out_indices
 from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
 from mmposmlp.models.checkpoints import init_cfg_suspended, load_pretrained_init_cfg, pretrained_init_cfg
 from mmposmlp.models.layers.peg import PEG
@@ -36,9 +37,16 @@ def get_swin_peg_class() -> type:
     return _LAZY.get('SwinPEG')
 
 
+def _num_stages(SwinTransformer, arch) -> Optional[int]:  # noqa: N803 (the upstream class)
+    """Stages of a Swin ``arch`` (a name or a dict with ``depths``); None where the upstream check refuses it."""
+    if isinstance(arch, str):
+        arch = SwinTransformer.arch_zoo.get(arch.lower())
+    return len(arch['depths']) if isinstance(arch, dict) and 'depths' in arch else None
+
+
 def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream class)
 
-    class SwinPEG(SwinTransformer):
+    class SwinPEG(BackboneContractMixin, SwinTransformer):
         """mmpretrain ``SwinTransformer`` with one :class:`mmposmlp.PEG` per stage.
 
         Args:
@@ -46,13 +54,25 @@ def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream clas
                 (one value for all stages). Default (0, ) = "position 0 of each stage" (Sec. 4.5).
             peg_cfg (dict, optional): kwargs of :class:`mmposmlp.PEG` (default depthwise 3x3, zero padding).
             **kwargs: every ``SwinTransformer`` argument (arch, img_size, drop_path_rate, out_indices,
-                use_abs_pos_embed, ...).
+                use_abs_pos_embed, ...). ``out_indices`` follow the backbone contract (checked, negative ones
+                from the end, outputs in the order given); ``frozen_stages`` keeps mmpretrain's convention
+                (``k`` freezes the stem and stages ``0..k``), in ``[-1, stages - 1]``.
 
         Params (1000 classes, GAP head): Swin-T 28,288,354 + 10 x (96 + 192 + 384 + 768) = 28,302,754.
         """
 
-        def __init__(self, *args, peg_positions: Sequence[int] = (0, ), peg_cfg: Optional[dict] = None, **kwargs):
-            super().__init__(*args, **kwargs)
+        def __init__(self, *args, peg_positions: Sequence[int] = (0, ), peg_cfg: Optional[dict] = None,
+                     out_indices=(3, ), frozen_stages: int = -1, **kwargs):
+            num = _num_stages(SwinTransformer, args[0] if args else kwargs.get('arch', 'tiny'))
+            if num is not None:
+                out_indices = checked_out_indices(out_indices, num)
+                checked_frozen_stages(frozen_stages, num - 1)  # (mmpretrain: k freezes stages 0..k)
+            super().__init__(*args, out_indices=sorted(out_indices), frozen_stages=frozen_stages, **kwargs)
+            self.out_indices = tuple(out_indices)
+            patch = kwargs.get('patch_size', 4)
+            strides = [patch * 2**(i + int(self.out_after_downsample and i < self.num_layers - 1))
+                       for i in range(self.num_layers)]
+            self._set_feature_info(self.num_features, strides)
             depths = [len(stage.blocks) for stage in self.stages]
             self.peg_positions = tuple(sorted(set(int(p) for p in peg_positions)))
             bad = [p for p in self.peg_positions if not 0 <= p < min(depths)]
@@ -80,15 +100,15 @@ def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream clas
                 x = x + resize_pos_embed(self.absolute_pos_embed, self.patch_resolution, hw_shape,
                                          self.interpolate_mode, self.num_extra_tokens)
             x = self.drop_after_pos(x)
-            outs = []
+            outs = {}
             for i, stage in enumerate(self.stages):
                 x, hw_shape = self._run_stage(i, stage, x, hw_shape)
                 if i in self.out_indices:
                     out = getattr(self, f'norm{i}')(x)
-                    outs.append(out.view(-1, *hw_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
+                    outs[i] = out.view(-1, *hw_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous()
                 if stage.downsample is not None and not self.out_after_downsample:
                     x, hw_shape = stage.downsample(x, hw_shape)
-            return tuple(outs)
+            return self._ordered_outputs(outs)
 
         def init_weights(self):
             """Swin's own init; a ``Pretrained`` init_cfg (keys checked, unknown ones refused) is then

@@ -17,7 +17,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
+from .base import FrozenStagesMixin, stage_reductions
 from ..checkpoints import backbone_of_whole_model, load_pretrained_init_cfg, pretrained_init_cfg
 from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN, check_window  # noqa: F401  (registers WaveMLPFFN)
 
@@ -195,15 +195,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
-        arch = self._parse_arch(arch)
-        downsamples = [True] * (self.num_stages - 1) if downsamples is None else [bool(d) for d in downsamples]
-        if len(downsamples) != self.num_stages - 1:
-            raise ValueError(f'downsamples needs {self.num_stages - 1} entries (one per stage after the first), '
-                             f'got {len(downsamples)}')
-        for i, d in enumerate(downsamples):
-            if not d and arch['embed_dims'][i] != arch['embed_dims'][i + 1]:
-                raise ValueError(f'stage {i + 1} has no downsample but changes channels: set downsamples[{i}]=True')
-        self.arch_settings = arch
+        arch = self.arch_settings = self._parse_arch(arch)
+        downsamples = self._checked_downsamples(downsamples)
         self.depths = list(arch['depths'])
         self.embed_dims = list(arch['embed_dims'])
         self.mlp_ratios = list(arch['mlp_ratios'])
@@ -216,39 +209,48 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         self.window_size = window_size
         grids = _stage_grids(window_size, img_size, downsamples)
         self.img_size, self.stage_grids = grids if grids else (None, None)
-
-        self.out_indices = checked_out_indices(out_indices, self.num_stages)
-        self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_stages)
-        self.norm_eval = norm_eval
+        self._set_out_indices(out_indices, self.num_stages)
+        self._set_frozen_stages(frozen_stages, self.num_stages, norm_eval)
 
         # stem: hard-wired 7x7 stride-4 pad-2 conv (official PatchEmbedOverlapping)
-        self.patch_embed = WaveMLPConvEmbed(in_channels, self.embed_dims[0], 7, 4, 2,
-                                            stem_norm_cfg)
+        self.patch_embed = WaveMLPConvEmbed(in_channels, self.embed_dims[0], 7, 4, 2, stem_norm_cfg)
+        block_cfg = dict(phase_mode=self.phase_mode, window_size=window_size, phase_norm_cfg=phase_norm_cfg,
+                         ffn_cfg=ffn_cfg, drop_rate=drop_rate, with_cp=with_cp, qkv_bias=qkv_bias)
+        self._build_stages(downsamples, stem_norm_cfg, drop_path_rate, block_cfg)
+        for i in self.out_indices:
+            self.add_module(f'norm{i}', build_norm_layer(self.norm_cfg, self.embed_dims[i])[1])
+        self._set_feature_info(self.embed_dims, stage_reductions(4, downsamples))
+        self._freeze_stages()
+
+    def _checked_downsamples(self, downsamples: Optional[Sequence[bool]]):
+        """One bool per stage after the first (default all True); a stage without one keeps its channels."""
+        downsamples = [True] * (self.num_stages - 1) if downsamples is None else [bool(d) for d in downsamples]
+        if len(downsamples) != self.num_stages - 1:
+            raise ValueError(f'downsamples needs {self.num_stages - 1} entries (one per stage after the first), '
+                             f'got {len(downsamples)}')
+        dims = self.arch_settings['embed_dims']
+        for i, d in enumerate(downsamples):
+            if not d and dims[i] != dims[i + 1]:
+                raise ValueError(f'stage {i + 1} has no downsample but changes channels: set downsamples[{i}]=True')
+        return downsamples
+
+    def _build_stages(self, downsamples, stem_norm_cfg: Optional[dict], drop_path_rate: float,
+                      block_cfg: dict) -> None:
+        """The stages of Wave blocks and the (3x3/2) downsamples between them."""
         total = sum(self.depths)
         dpr = [drop_path_rate * k / (total - 1) if total > 1 else 0. for k in range(total)]
         self.stages = nn.ModuleList()
         self.downsamples = nn.ModuleList()
         k = 0
-        for i, (depth, dims, ratio) in enumerate(zip(self.depths, self.embed_dims,
-                                                     self.mlp_ratios)):
+        for i, (depth, dims, ratio) in enumerate(zip(self.depths, self.embed_dims, self.mlp_ratios)):
             if i > 0:
                 self.downsamples.append(WaveMLPConvEmbed(self.embed_dims[i - 1], dims, 3, 2, 1, stem_norm_cfg)
                                         if downsamples[i - 1] else nn.Identity())
+            grid = self.stage_grids[i] if self.stage_grids else None
             self.stages.append(nn.Sequential(*[
-                WaveBlock(dims, ratio, self.norm_cfg, phase_mode=self.phase_mode,
-                          window_size=window_size, phase_norm_cfg=phase_norm_cfg,
-                          ffn_cfg=ffn_cfg, drop_rate=drop_rate, drop_path_rate=dpr[k + j],
-                          with_cp=with_cp, qkv_bias=qkv_bias,
-                          token_grid=self.stage_grids[i] if self.stage_grids else None) for j in range(depth)
-            ]))
+                WaveBlock(dims, ratio, self.norm_cfg, drop_path_rate=dpr[k + j], token_grid=grid, **block_cfg)
+                for j in range(depth)]))
             k += depth
-        for i in self.out_indices:
-            self.add_module(f'norm{i}', build_norm_layer(self.norm_cfg, self.embed_dims[i])[1])
-        self.out_channels = [self.embed_dims[i] for i in self.out_indices]
-        reductions = [4 * 2**sum(downsamples[:i]) for i in range(self.num_stages)]
-        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=reductions[i],
-                                  module=f'stages.{i}') for i in self.out_indices]
-        self._freeze_stages()
 
     def _parse_arch(self, arch) -> dict:
         if isinstance(arch, str):
