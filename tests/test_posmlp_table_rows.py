@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from mmposmlp.analysis.complexity import count_flops, count_params
-from mmposmlp.models.backbones.posmlp import (LinearPatchEmbed, LinearPatchMerging, PosMLP,
-                                               convert_official_posmlp, official_arch_to_ours)
+from mmposmlp.models.backbones.posmlp import LinearPatchEmbed, LinearPatchMerging, PosMLP
+from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours
 from mmposmlp.models.layers.gating import PositionalGatingUnit
 from mmposmlp.testing import build_model_from_cfg
 
@@ -198,7 +198,7 @@ def test_table2_gmlp_b_config_builds_the_base_arch():
 def test_timm_gmlp_b16_224_converts_exactly_fp64():
     """timm's gMLP-B (SGU) with random weights, converted: same parameter count and logits (fp64)."""
     timm = pytest.importorskip('timm')
-    from mmposmlp.models.backbones.gmlp import convert_timm_gmlp
+    from mmposmlp.models.converters.gmlp import convert_timm_gmlp
     from mmpretrain.registry import MODELS
     from mmengine.registry import DefaultScope
     torch.manual_seed(0)

@@ -13,7 +13,7 @@ returns mixing matrices ``P`` of shape ``(G, N, N)`` (query ``m``, key ``n``):
 
 Offsets are taken per axis in tensor order ((t,) y, x) as key minus query everywhere; the
 official PosMLP code uses ``dx = x_n - x_m`` but ``dy = y_m - y_n`` for GQPE, which the
-checkpoint converter absorbs exactly (see ``posmlp.convert_official_posmlp``).
+checkpoint converter absorbs exactly (see ``converters.posmlp.convert_official_posmlp``).
 
 Masks (padding, shifted windows) act on keys: ``-inf`` before the softmax for GQPE, zero
 weight for LRPE and the dense matrix.
