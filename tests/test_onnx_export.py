@@ -126,6 +126,22 @@ def test_in_graph_layouts_equal_cached_layouts(shift):
             assert (a - b).abs().max() < 1e-12, (hw, shift)
 
 
+def test_export_mode_is_held_by_the_model_not_the_process():
+    """The exporter's mode is set on one model's modules and restored after; another model is untouched."""
+    from mmposmlp.models.backbones.posmlp import PosMLP
+    from mmposmlp.models.layers.export_mode import ExportModeMixin, export_mode
+    arch = dict(embed_dims=[8, 16, 32, 64], depths=[1, 1, 1, 1], groups=[2, 2, 4, 4], window_sizes=[4, 4, 2, 2])
+    exported, other = PosMLP(arch=arch), PosMLP(arch=arch)
+
+    def modes(model):
+        return {m.export_mode for m in model.modules() if isinstance(m, ExportModeMixin)}
+
+    assert len([m for m in exported.modules() if isinstance(m, ExportModeMixin)]) > 4  # stages, units, mixings
+    with export_mode(exported):
+        assert modes(exported) == {True} and modes(other) == {False}
+    assert modes(exported) == {False}
+
+
 def test_in_graph_masks_equal_cached_masks():
     """Per window, the class-combination mask of the in-graph layout is the cached layout's mask
     (1-3 axes, every padding amount, with and without shift)."""

@@ -47,6 +47,7 @@ from mmengine.logging import print_log
 from mmposmlp.models.backbones.base import (BackboneContractMixin, checked_frozen_stages, checked_out_indices,
                                             feature_info_of)
 from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
+from mmposmlp.models.backbones.swin_peg import swin_strides
 from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, InitCfgError, extract_state_dict, init_cfg_suspended,
                                          load_state_dict_checked, pretrained_init_cfg, strip_prefix)
 from mmposmlp.models.layers.imlp import IMLP
@@ -323,10 +324,7 @@ def _make_pretrain_swin() -> type:
             num = None if depths is None else len(depths)
             super().__init__(*args, **_contract_kwargs(kwargs, num, num and num - 1, (3, )))
             self._register_imlp(_install_swin(self, ffn_cfg))
-            patch = kwargs.get('patch_size', 4)
-            self._set_contract(self.num_features, [
-                patch * 2**(i + int(self.out_after_downsample and i < self.num_layers - 1))
-                for i in range(self.num_layers)])
+            self._set_contract(self.num_features, swin_strides(self, kwargs.get('patch_size', 4)))
 
     return SwinTransformerIMLP
 

@@ -10,7 +10,7 @@ Swin checkpoints load with only the ``pegs.*`` missing).
 mmpretrain is imported only when the class is first used (built from a config or accessed as
 ``swin_peg.SwinPEG``), so ``import mmposmlp.models`` imports no downstream library.
 """
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from mmengine.model import ModuleList
 
@@ -44,9 +44,60 @@ def _num_stages(SwinTransformer, arch) -> Optional[int]:  # noqa: N803 (the upst
     return len(arch['depths']) if isinstance(arch, dict) and 'depths' in arch else None
 
 
+def swin_strides(model, patch_size: int = 4) -> List[int]:
+    """Stride of every output of an mmpretrain ``SwinTransformer`` (after the stage's downsample with
+    ``out_after_downsample``)."""
+    n = model.num_layers
+    return [patch_size * 2**(i + int(model.out_after_downsample and i < n - 1)) for i in range(n)]
+
+
+class _SwinPEGParts(BackboneContractMixin):
+    """What :class:`SwinPEG` adds to mmpretrain's ``SwinTransformer``: the PEGs, run after their blocks,
+    loaded and frozen with the stages."""
+
+    def _build_pegs(self, peg_positions: Sequence[int], peg_cfg: Optional[dict]) -> None:
+        depths = [len(stage.blocks) for stage in self.stages]
+        self.peg_positions = tuple(sorted(set(int(p) for p in peg_positions)))
+        bad = [p for p in self.peg_positions if not 0 <= p < min(depths)]
+        if bad:
+            raise ValueError(f'SwinPEG peg_positions {bad} out of range: each stage has {depths} blocks')
+        peg_cfg = dict(peg_cfg or {})
+        self.pegs = ModuleList([
+            ModuleList([PEG(stage.embed_dims, **peg_cfg) for _ in self.peg_positions])
+            for stage in self.stages])
+
+    def _run_stage(self, i, stage, x, hw_shape):
+        for j, block in enumerate(stage.blocks):
+            x = block(x, hw_shape)
+            if j in self.peg_positions:
+                x = self.pegs[i][self.peg_positions.index(j)](x, hw_shape)
+        if stage.downsample is not None and self.out_after_downsample:
+            x, out_shape = stage.downsample(x, hw_shape)
+        else:
+            out_shape = hw_shape
+        return x, out_shape
+
+    def init_weights(self):
+        """Swin's own init; a ``Pretrained`` init_cfg (keys checked, unknown ones refused) is then
+        loaded strictly except for the PEGs (a Swin checkpoint has none)."""
+        cfg = pretrained_init_cfg(self)
+        if cfg is None:
+            return super().init_weights()
+        with init_cfg_suspended(self):
+            super().init_weights()
+        load_pretrained_init_cfg(self, cfg, allowed_missing=['pegs.*'])
+
+    def _freeze_stages(self):
+        super()._freeze_stages()
+        for i in range(min(self.frozen_stages, len(getattr(self, 'pegs', ())))):
+            self.pegs[i].eval()
+            for p in self.pegs[i].parameters():
+                p.requires_grad = False
+
+
 def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream class)
 
-    class SwinPEG(BackboneContractMixin, SwinTransformer):
+    class SwinPEG(_SwinPEGParts, SwinTransformer):
         """mmpretrain ``SwinTransformer`` with one :class:`mmposmlp.PEG` per stage.
 
         Args:
@@ -69,30 +120,8 @@ def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream clas
                 checked_frozen_stages(frozen_stages, num - 1)  # (mmpretrain: k freezes stages 0..k)
             super().__init__(*args, out_indices=sorted(out_indices), frozen_stages=frozen_stages, **kwargs)
             self.out_indices = tuple(out_indices)
-            patch = kwargs.get('patch_size', 4)
-            strides = [patch * 2**(i + int(self.out_after_downsample and i < self.num_layers - 1))
-                       for i in range(self.num_layers)]
-            self._set_feature_info(self.num_features, strides)
-            depths = [len(stage.blocks) for stage in self.stages]
-            self.peg_positions = tuple(sorted(set(int(p) for p in peg_positions)))
-            bad = [p for p in self.peg_positions if not 0 <= p < min(depths)]
-            if bad:
-                raise ValueError(f'SwinPEG peg_positions {bad} out of range: each stage has {depths} blocks')
-            peg_cfg = dict(peg_cfg or {})
-            self.pegs = ModuleList([
-                ModuleList([PEG(stage.embed_dims, **peg_cfg) for _ in self.peg_positions])
-                for stage in self.stages])
-
-        def _run_stage(self, i, stage, x, hw_shape):
-            for j, block in enumerate(stage.blocks):
-                x = block(x, hw_shape)
-                if j in self.peg_positions:
-                    x = self.pegs[i][self.peg_positions.index(j)](x, hw_shape)
-            if stage.downsample is not None and self.out_after_downsample:
-                x, out_shape = stage.downsample(x, hw_shape)
-            else:
-                out_shape = hw_shape
-            return x, out_shape
+            self._set_feature_info(self.num_features, swin_strides(self, kwargs.get('patch_size', 4)))
+            self._build_pegs(peg_positions, peg_cfg)
 
         def forward(self, x):
             x, hw_shape = self.patch_embed(x)
@@ -109,22 +138,5 @@ def _define(SwinTransformer, resize_pos_embed):  # noqa: N803 (the upstream clas
                 if stage.downsample is not None and not self.out_after_downsample:
                     x, hw_shape = stage.downsample(x, hw_shape)
             return self._ordered_outputs(outs)
-
-        def init_weights(self):
-            """Swin's own init; a ``Pretrained`` init_cfg (keys checked, unknown ones refused) is then
-            loaded strictly except for the PEGs (a Swin checkpoint has none)."""
-            cfg = pretrained_init_cfg(self)
-            if cfg is None:
-                return super().init_weights()
-            with init_cfg_suspended(self):
-                super().init_weights()
-            load_pretrained_init_cfg(self, cfg, allowed_missing=['pegs.*'])
-
-        def _freeze_stages(self):
-            super()._freeze_stages()
-            for i in range(min(self.frozen_stages, len(getattr(self, 'pegs', ())))):
-                self.pegs[i].eval()
-                for p in self.pegs[i].parameters():
-                    p.requires_grad = False
 
     return SwinPEG
