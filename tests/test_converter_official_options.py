@@ -12,7 +12,7 @@ import os.path as osp
 import pytest
 from mmengine.logging import MMLogger
 
-from mmposmlp.models.converters import gmlp, lvt, posmlp, posmlp_video, pvt_peg, wave_mlp
+from mmposmlp.models.converters import cpvt, gmlp, lvt, posmlp, posmlp_video, pvt_peg, wave_mlp
 from mmposmlp.models.converters.official_options import RELEASES, checked_options, flat_cfg
 
 DATA = osp.join(osp.dirname(__file__), 'data')
@@ -26,6 +26,7 @@ MAPPERS = {
     'pvt_v1': pvt_peg.official_pvt_v1_arch_to_ours,
     'lvt': lvt.official_lvt_kwargs,
     'timm_gmlp': gmlp.timm_gmlp_kwargs_to_ours,
+    'deit': cpvt.deit_kwargs_to_ours,
 }
 
 
@@ -89,11 +90,12 @@ def test_table_keys_equal_the_official_constructor_parameters(release):
     assert set(table['read']) | set(table['ignored']) == params
 
 
-def test_timm_gmlp_table_keys_equal_the_installed_timm_signature():
+@pytest.mark.parametrize('release,module,cls', [('timm_gmlp', 'timm.models.mlp_mixer', 'MlpMixer'),
+                                                ('deit', 'timm.models.vision_transformer', 'VisionTransformer')])
+def test_timm_table_keys_equal_the_installed_timm_signature(release, module, cls):
     import inspect
-    timm_mixer = pytest.importorskip('timm.models.mlp_mixer')
-    params = set(inspect.signature(timm_mixer.MlpMixer.__init__).parameters) - {'self'}
-    assert set(RELEASES['timm_gmlp']['read']) | set(RELEASES['timm_gmlp']['ignored']) == params
+    params = set(inspect.signature(getattr(pytest.importorskip(module), cls).__init__).parameters) - {'self'}
+    assert set(RELEASES[release]['read']) | set(RELEASES[release]['ignored']) == params
 
 
 def test_posmlp_video_table_covers_the_model_sections_of_defaults_py():
@@ -251,3 +253,54 @@ def test_timm_gmlp_values_our_model_cannot_represent_are_refused(key, value, wor
     kwargs = dict(num_blocks=2, embed_dim=16, mlp_ratio=6, block_layer='SpatialGatingBlock', mlp_layer='GatedMlp')
     with pytest.raises(ValueError, match=words):
         gmlp.timm_gmlp_kwargs_to_ours({**kwargs, key: value})
+
+
+# ---------------------------------------------------------------------- DeiT (timm VisionTransformer) -> CPVT, fp64
+def _deit_ref(**extra):
+    import functools
+    import torch
+    vit = pytest.importorskip('timm.models.vision_transformer')
+    kwargs = dict(img_size=32, patch_size=8, embed_dim=16, depth=2, num_heads=2, num_classes=5, qkv_bias=True,
+                  norm_layer=functools.partial(torch.nn.LayerNorm, eps=1e-6), **extra)
+    torch.manual_seed(0)
+    ref = vit.VisionTransformer(**kwargs).double().eval()
+    for p in ref.parameters():
+        p.data.add_(torch.randn_like(p) * 0.02)
+    return kwargs, ref
+
+
+def test_deit_kwargs_and_weights_map_to_an_equal_cpvt_fp64():
+    import torch
+    from mmposmlp.models.backbones.cpvt import CPVT
+    kwargs, ref = _deit_ref()
+    ours = CPVT(**cpvt.deit_kwargs_to_ours(kwargs)).double().eval()
+    ours.load_state_dict(cpvt.convert_deit(ref.state_dict()), strict=True)
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    with torch.no_grad():
+        want = ref.forward_head(ref.forward_features(x), pre_logits=True)  # the class token after the norm
+        got = ours(x)[-1]
+    assert want.abs().max() > 0.1 and (want - got).abs().max().item() < 1e-10
+
+
+def test_a_deit_file_loads_into_cpvt_through_init_cfg(tmp_path):
+    import torch
+    from mmposmlp.models.backbones.cpvt import CPVT
+    kwargs, ref = _deit_ref()
+    path = str(tmp_path / 'deit.pth')
+    torch.save({'model': ref.float().state_dict()}, path)  # the DeiT release's file layout
+    ours = CPVT(**cpvt.deit_kwargs_to_ours(kwargs), init_cfg=dict(type='Pretrained', checkpoint=path))
+    ours.init_weights()
+    assert torch.equal(ours.abs_pos_embed.pos_embed, ref.pos_embed.float())
+    assert torch.equal(ours.layers[1].ffn.fc2.weight, ref.blocks[1].mlp.fc2.weight.float())
+
+
+@pytest.mark.parametrize('key,value,words', [
+    ('init_values', 1e-5, 'LayerScale'),
+    ('class_token', False, 'no class token'),
+    ('reg_tokens', 4, 'register tokens'),
+    ('pos_drop_rate', 0.1, 'one drop_rate'),
+    ('block_fn', 'ParallelScalingBlock', 'block_fn'),
+])
+def test_deit_values_cpvt_cannot_represent_are_refused(key, value, words):
+    with pytest.raises(ValueError, match=words):
+        cpvt.deit_kwargs_to_ours({'embed_dim': 16, 'depth': 2, 'num_heads': 2, key: value})

@@ -138,6 +138,21 @@ TIMM_GMLP = dict(
     ignored={},
 )
 
+#: DeiT (``facebookresearch/deit``: ``deit_*`` are timm ``VisionTransformer`` instances): ``VisionTransformer.__init__``
+DEIT = dict(
+    model='VisionTransformer',
+    source='timm 1.0 timm/models/vision_transformer.py VisionTransformer (the DeiT models, deit_*_patch16_224)',
+    read=dict(img_size=224, patch_size=16, in_chans=3, num_classes=1000, global_pool='token', embed_dim=768,
+              depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=True, qk_norm=False, scale_attn_norm=False,
+              scale_mlp_norm=False, proj_bias=True, init_values=None, class_token=True, pos_embed='learn',
+              no_embed_class=False, reg_tokens=0, pre_norm=False, final_norm=True, fc_norm=None,
+              pool_include_prefix=False, dynamic_img_size=False, dynamic_img_pad=False, drop_rate=0.,
+              pos_drop_rate=0., patch_drop_rate=0., proj_drop_rate=0., attn_drop_rate=0., drop_path_rate=0.,
+              weight_init='', fix_init=False, embed_layer='PatchEmbed', embed_norm_layer=None, norm_layer=None,
+              act_layer=None, block_fn='Block', mlp_layer='Mlp', attn_layer='Attention', device=None, dtype=None),
+    ignored={},
+)
+
 #: release name -> table
 RELEASES: Dict[str, dict] = {
     'posmlp': POSMLP,
@@ -147,6 +162,7 @@ RELEASES: Dict[str, dict] = {
     'pvt_v1': PVT_V1,
     'lvt': LVT,
     'timm_gmlp': TIMM_GMLP,
+    'deit': DEIT,
 }
 
 
