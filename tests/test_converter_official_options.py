@@ -304,3 +304,27 @@ def test_a_deit_file_loads_into_cpvt_through_init_cfg(tmp_path):
 def test_deit_values_cpvt_cannot_represent_are_refused(key, value, words):
     with pytest.raises(ValueError, match=words):
         cpvt.deit_kwargs_to_ours({'embed_dim': 16, 'depth': 2, 'num_heads': 2, key: value})
+
+
+# ---------------------------------------------------------------------- the converter script with a release config
+def test_posmlp_video_converter_checks_against_a_release_style_yaml(tmp_path):
+    """``--official-cfg`` reads a yaml config in the release's layout (with keys PosMLP_Video ignores, as
+    the release's configs have) and verifies the converted weights against the model it describes."""
+    import torch
+    import yaml
+    from toolcfg import load_tool
+    tool = load_tool('tools/model_converters/posmlp_video2mmposmlp.py')
+    d = torch.load(osp.join(DATA, 'posmlp_video_options.pt'), weights_only=False)
+    case = d['cases']['shift_true']
+    cfg = _merged(json.loads(case['arch_json']), {'POSMLP_VIDEO': {'T_STRIDE': 4, 'MLP_RATIOS': [3, 3, 3, 3]},
+                                                  'MODEL': {'MODEL_NAME': 'PosMLP_Video'}, 'SOLVER': {'BASE_LR': 1e-3}})
+    (tmp_path / 'cfg.yaml').write_text(yaml.safe_dump(cfg))
+    src, dst = tmp_path / 'official.pth', tmp_path / 'ours.pth'
+    torch.save({'model_state': case['state_dict']}, src)
+    tool.main([str(src), str(dst), '--official-cfg', str(tmp_path / 'cfg.yaml')])
+    assert torch.load(dst, weights_only=True)['state_dict']
+    cfg['POSMLP_VIDEO']['EMBED_DIMS'] = [d * 2 for d in cfg['POSMLP_VIDEO']['EMBED_DIMS']]
+    (tmp_path / 'cfg.yaml').write_text(yaml.safe_dump(cfg))
+    from mmposmlp.models.checkpoints import CheckpointMismatchError
+    with pytest.raises(CheckpointMismatchError, match='shape'):
+        tool.main([str(src), str(dst), '--official-cfg', str(tmp_path / 'cfg.yaml')])
