@@ -1,4 +1,4 @@
-"""Curated mutants for tools/misc/mutation_test.py: realistic one-line bugs and the tests that
+"""Curated mutants for .dev_scripts/mutation_test.py: realistic one-line bugs and the tests that
 should catch each. ``find`` must occur exactly once in ``file`` (tests/test_mutation_list.py).
 
 Fields: ``id``; ``file`` (relative to the repo root); ``find`` / ``replace`` (source text);
@@ -237,11 +237,11 @@ MUTANTS = [
          why="stock Inferencers/runners given a file through CheckpointLoader execute its stored config text"),
     # ------------------------------------------------------------------ saving and resume
     dict(id='checkpoint-written-in-place', file='mmposmlp/engine/checkpoint.py',
-         find="        tmp = f'{filename}.tmp'\n", replace='        tmp = filename\n',
+         find="    tmp = f'{path}.tmp'\n", replace='    tmp = path\n',
          tests=['tests/test_exact_resume.py', '-k', 'checkpoint_write'],
          why='checkpoints written straight to their final name (a crash leaves a half-written file)'),
     dict(id='checkpoint-not-plain', file='mmposmlp/engine/checkpoint.py',
-         find='        checkpoint = to_plain_checkpoint(checkpoint)\n', replace='',
+         find='    plain = to_plain_checkpoint(checkpoint)\n', replace='    plain = checkpoint\n',
          tests=['tests/test_checkpoint_safety.py', '-k', 'plain'],
          why='training checkpoints keep HistoryBuffers/numpy objects (unreadable with weights_only)'),
     dict(id='rng-python-not-restored', file='mmposmlp/engine/resume_state.py',
@@ -277,7 +277,7 @@ MUTANTS = [
          replace='out = (attn.transpose(-2, -1) @ v).permute(0, 1, 4, 3, 2)',
          tests=['tests/test_lvt.py', '-k', 'official or mix_token'],
          why="CSA's k^2 x k^2 map read input-major: each output tap takes the wrong inputs"),
-    dict(id='lvt-converter-tap-proj-transposed', file='mmposmlp/models/backbones/lvt.py',
+    dict(id='lvt-converter-tap-proj-transposed', file='mmposmlp/models/converters/lvt.py',
          find='        return value.reshape(out_c // in_c, in_c, in_c)\n',
          replace='        return value.reshape(out_c // in_c, in_c, in_c).transpose(1, 2)\n',
          tests=['tests/test_lvt.py', '-k', 'official or mix_token'],
