@@ -18,7 +18,8 @@ import threading
 import pytest
 import torch
 
-from mmposmlp.models.backbones.wave_mlp import WaveMLP, convert_official_wavemlp
+from mmposmlp.models.backbones.wave_mlp import WaveMLP
+from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp
 from mmposmlp.models.checkpoints import CheckpointMismatchError, PretrainedDownloadError
 from mmposmlp.utils import download, pretrained
 
@@ -236,7 +237,8 @@ def test_the_official_name_of_a_file_without_url_loads_directly_and_its_absence_
     from mmengine.config import Config
 
     from mmposmlp.engine.entry import UserError, check_pretrained
-    from mmposmlp.models.backbones.posmlp import PosMLP, convert_official_posmlp, official_arch_to_ours
+    from mmposmlp.models.backbones.posmlp import PosMLP
+    from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours
     monkeypatch.chdir(tmp_path)
     cfg = Config.fromfile(osp.join(ROOT, 'configs', 'posmlp', 'retinanet_posmlp-t_1x_coco.py'))
     assert cfg.model.backbone.init_cfg.checkpoint == 'checkpoints/PosMLP_T.pth'
@@ -366,7 +368,8 @@ def _backbone_of(config, **override):
                                     'wavemlp/paper_tables/mask-rcnn_pvt-l_fpn_1x_coco.py'])
 def test_pvt_v1_configs_load_the_official_classifier_file(config, server, hub):
     """The official PVT v1 classifier file (class token, head) through the config's own init_cfg."""
-    from mmposmlp.models.backbones.pvt_peg import PVTPEG, official_pvt_v1_arch_to_ours
+    from mmposmlp.models.backbones.pvt_peg import PVTPEG
+    from mmposmlp.models.converters.pvt_peg import official_pvt_v1_arch_to_ours
     vector = _vector('pvt_v1_options')
     case = vector['cases']['cls']
     kw = official_pvt_v1_arch_to_ours(json.loads(vector['cases']['dense']['arch_json']), dense=True)
@@ -496,7 +499,8 @@ def test_an_official_video_checkpoint_under_its_official_name_loads_converted(tm
     every weight of the Recognizer3D's backbone and head in place, nothing executed from the file."""
     from mmengine.runner.checkpoint import CheckpointLoader
 
-    from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, official_cfg_to_ours
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
+    from mmposmlp.models.converters.posmlp_video import official_cfg_to_ours
     from mmposmlp.models.checkpoints import load_state_dict_checked
     from mmposmlp.models.official_weights import register_official_classifiers
     register_official_classifiers()  # what our Runner and tools do before loading

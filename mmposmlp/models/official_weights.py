@@ -13,10 +13,10 @@ from typing import Callable, Dict
 
 import torch
 
-from mmposmlp.models.backbones.posmlp import convert_official_posmlp
-from mmposmlp.models.backbones.posmlp_video import convert_official_posmlp_video
-from mmposmlp.models.backbones.pvt_peg import convert_pcpvt, convert_pcpvt_head
-from mmposmlp.models.backbones.wave_mlp import convert_official_wavemlp
+from mmposmlp.models.converters.posmlp import convert_official_posmlp
+from mmposmlp.models.converters.posmlp_video import convert_official_posmlp_video
+from mmposmlp.models.converters.pvt_peg import convert_pcpvt, convert_pcpvt_head
+from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp
 from mmposmlp.models.checkpoints import PretrainedDownloadError, load_checkpoint_file, strip_prefix
 
 
