@@ -169,6 +169,9 @@ def classifier(cfg, bb, ch):
     m.head.num_classes = 3
     if m.get('neck') is None:
         m.neck = dict(type='GlobalAveragePooling')
+    # the config's top-level data_preprocessor (mmpretrain's Runner puts it into the model); Mixup/CutMix in
+    # the recipes need the number of classes
+    m.data_preprocessor = dict(cfg.get('data_preprocessor') or {}, num_classes=3)
     return 'out_indices=(3,), GlobalAveragePooling neck'
 
 
@@ -243,12 +246,13 @@ def case_config(case_id):
     return cfg, settings
 
 
-def _batch(scope, consumer):
+def _batch(scope, consumer, model):
     from mmposmlp.testing import fake_batch
     if scope != 'mmaction':
         return fake_batch(scope, shape=IMAGE_SIZE)
-    if CONSUMERS[consumer][2] is recognizer2d:
-        return fake_batch(scope, shape=IMAGE_SIZE, clip_len=SEGMENTS, video_format='NCHW')
+    if CONSUMERS[consumer][2] is recognizer2d:  # TSM's head reshapes by its own number of segments
+        segments = getattr(model.cls_head, 'num_segments', SEGMENTS)
+        return fake_batch(scope, shape=IMAGE_SIZE, clip_len=segments, video_format='NCHW')
     return fake_batch(scope, shape=VIDEO_SIZE[1:], clip_len=VIDEO_SIZE[0])
 
 
@@ -279,7 +283,7 @@ def run_case(case_id, distributed=False):
         if distributed:
             model = MMDistributedDataParallel(module=model, broadcast_buffers=False, find_unused_parameters=False)
         optim = OptimWrapper(torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4))
-        data = _batch(scope, consumer)
+        data = _batch(scope, consumer, inner)
         with DefaultScope.overwrite_default_scope(scope):
             model.train()
             probe = GradientProbe(inner)
