@@ -166,3 +166,56 @@ def test_single_process_warns_and_trains_on(toy_data, tmp_path):
     assert res.returncode == 0, log[-3000:]
     assert 'WARNING - Backbone output 0 (out_indices[0]=0, 16 channels) of PosMLP receives no gradient' in log
     assert log.count('receives no gradient') == 1 and 'Iter(train) [2/2]' in log
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the shipped configs: one training step on a small input, every trainable parameter must get a gradient
+# ---------------------------------------------------------------------------------------------------------------
+
+def shipped_configs():
+    out = []
+    for p in sorted(glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)):
+        rel = osp.relpath(p, osp.join(ROOT, 'configs'))
+        if not {'_base_', 'toy'} & set(rel.split(osp.sep)):
+            out.append(rel)
+    return out
+
+
+# one per family and consumer that skips levels or picks outputs by index (RetinaNet's FPN starts at stride 8;
+# UperNet/Semantic FPN read by in_index; TSN through SingleTensorBackbone); the rest is `slow`
+REPRESENTATIVE = {'posmlp/retinanet_posmlp-t_1x_coco.py', 'wavemlp/retinanet_wavemlp-t_fpn_1x_coco.py',
+                  'cpvt/retinanet_pvt-peg-t_fpn_1x_coco.py', 'posmlp/upernet_posmlp-t_8xb2-160k_ade20k-512x512.py',
+                  'posmlp/tsn_posmlp-t_8xb32-1x1x3-100e_kinetics400-rgb.py'}
+
+
+def first_step_unused(rel):
+    """``unused_message`` of one training step of a shipped config's model (None: every parameter learned)."""
+    from mmengine.model.utils import revert_sync_batchnorm
+
+    from mmposmlp.engine.unused_outputs import GradientProbe, unused_message
+    from mmposmlp.testing import build_model_from_cfg, train_iterations
+    model, scope = build_model_from_cfg(osp.join(ROOT, 'configs', rel))
+    model = revert_sync_batchnorm(model)
+    kwargs = dict(shape=(64, 96))
+    if scope == 'mmaction':
+        two_d = type(model).__name__ == 'Recognizer2D'
+        kwargs = dict(shape=(64, 64), video_format='NCHW' if two_d else 'NCTHW', clip_len=3 if two_d else 8)
+    size = getattr(model.backbone, 'img_size', None)
+    if size is not None:  # gMLP, Wave-MLP with fixed grids: the size they were built for
+        kwargs['shape'] = tuple(size) if isinstance(size, (tuple, list)) else (size, size)
+    probe = GradientProbe(model)
+    try:
+        train_iterations(model, scope, iters=1, **kwargs)
+    finally:
+        probe.close()
+    return unused_message(model, probe)
+
+
+@pytest.mark.parametrize('rel', [pytest.param(r, marks=[] if r in REPRESENTATIVE else [pytest.mark.slow])
+                                 for r in shipped_configs()])
+def test_shipped_config_leaves_no_output_unused(rel):
+    assert first_step_unused(rel) is None
+
+
+def test_representative_configs_exist():
+    assert REPRESENTATIVE <= set(shipped_configs())

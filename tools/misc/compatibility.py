@@ -86,12 +86,20 @@ def channel_mapper(cfg, bb, ch):
     return 'out_indices=(1, 2, 3)'
 
 
+def dino(cfg, bb, ch):
+    """DINO selects its queries among the encoder's tokens: a small image has fewer than its 900."""
+    channel_mapper(cfg, bb, ch)
+    cfg.model.num_queries = 100
+    return 'out_indices=(1, 2, 3), num_queries=100'
+
+
 def yolox(cfg, bb, ch):
+    """YOLOX's PAFPN concatenates 2x-upsampled maps with the next level: inputs stay padded to 32."""
     m = cfg.model
     m.backbone = dict(bb, out_indices=(1, 2, 3))
     m.neck.in_channels = list(ch[1:])
-    _small_det(m)
-    return 'out_indices=(1, 2, 3)'
+    m.data_preprocessor.pop('batch_augments', None)
+    return 'out_indices=(1, 2, 3), input padded to a multiple of 32'
 
 
 def mask2former_det(cfg, bb, ch):
@@ -183,7 +191,7 @@ CONSUMERS = {
     'RetinaNet': ('mmdet', 'retinanet/retinanet_r50_fpn_1x_coco.py', fpn_from_stage_1, IMAGE),
     'FCOS': ('mmdet', 'fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py', fpn_from_stage_1, IMAGE),
     'ATSS': ('mmdet', 'atss/atss_r50_fpn_1x_coco.py', fpn_from_stage_1, IMAGE),
-    'DINO': ('mmdet', 'dino/dino-4scale_r50_8xb2-12e_coco.py', channel_mapper, IMAGE),
+    'DINO': ('mmdet', 'dino/dino-4scale_r50_8xb2-12e_coco.py', dino, IMAGE),
     'Deformable DETR': ('mmdet', 'deformable_detr/deformable-detr_r50_16xb2-50e_coco.py', channel_mapper, IMAGE),
     'Mask2Former (instance)': ('mmdet', 'mask2former/mask2former_r50_8xb2-lsj-50e_coco.py', mask2former_det,
                                IMAGE),
@@ -261,12 +269,21 @@ def _one_line(exc):
     return f'{type(exc).__name__}: {text[0] if text else ""}'[:300]
 
 
+def _optim_wrapper(model, cfg):
+    """The config's own optimizer, learning rate and gradient clipping (mixed precision off: CPU)."""
+    from mmengine.optim import build_optim_wrapper
+    wrapper = dict(cfg.optim_wrapper)
+    if wrapper.get('type') == 'AmpOptimWrapper':
+        wrapper['type'] = 'OptimWrapper'
+        wrapper.pop('loss_scale', None)
+    return build_optim_wrapper(model, wrapper)
+
+
 def run_case(case_id, distributed=False):
     """``'passes'``, ``'refused: <sentence>'`` (our checks refused the combination) or ``'fails: <error>'``."""
     import torch
     from mmengine.model import MMDistributedDataParallel
     from mmengine.model.utils import revert_sync_batchnorm
-    from mmengine.optim import OptimWrapper
     from mmengine.registry import DefaultScope
 
     from mmposmlp.engine.consumer_checks import ConsumerMismatchError, check_consumers
@@ -282,7 +299,7 @@ def run_case(case_id, distributed=False):
         inner = model
         if distributed:
             model = MMDistributedDataParallel(module=model, broadcast_buffers=False, find_unused_parameters=False)
-        optim = OptimWrapper(torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4))
+        optim = _optim_wrapper(model, cfg)
         data = _batch(scope, consumer, inner)
         with DefaultScope.overwrite_default_scope(scope):
             model.train()
