@@ -183,26 +183,28 @@ def classifier(cfg, bb, ch):
     return 'out_indices=(3,), GlobalAveragePooling neck'
 
 
+UPSTREAM = 'own backbone'  # the control: the config's own backbone
 IMAGE = tuple(IMAGE_BACKBONES)
+DENSE = IMAGE + (UPSTREAM, )
 VIDEO = tuple(VIDEO_BACKBONES)
 CONSUMERS = {
     # name: (library, upstream config, adapter, backbones)
-    'Cascade Mask R-CNN': ('mmdet', 'cascade_rcnn/cascade-mask-rcnn_r50_fpn_1x_coco.py', fpn_all, IMAGE),
-    'RetinaNet': ('mmdet', 'retinanet/retinanet_r50_fpn_1x_coco.py', fpn_from_stage_1, IMAGE),
-    'FCOS': ('mmdet', 'fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py', fpn_from_stage_1, IMAGE),
-    'ATSS': ('mmdet', 'atss/atss_r50_fpn_1x_coco.py', fpn_from_stage_1, IMAGE),
-    'DINO': ('mmdet', 'dino/dino-4scale_r50_8xb2-12e_coco.py', dino, IMAGE),
-    'Deformable DETR': ('mmdet', 'deformable_detr/deformable-detr_r50_16xb2-50e_coco.py', channel_mapper, IMAGE),
+    'Cascade Mask R-CNN': ('mmdet', 'cascade_rcnn/cascade-mask-rcnn_r50_fpn_1x_coco.py', fpn_all, DENSE),
+    'RetinaNet': ('mmdet', 'retinanet/retinanet_r50_fpn_1x_coco.py', fpn_from_stage_1, DENSE),
+    'FCOS': ('mmdet', 'fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py', fpn_from_stage_1, DENSE),
+    'ATSS': ('mmdet', 'atss/atss_r50_fpn_1x_coco.py', fpn_from_stage_1, DENSE),
+    'DINO': ('mmdet', 'dino/dino-4scale_r50_8xb2-12e_coco.py', dino, DENSE),
+    'Deformable DETR': ('mmdet', 'deformable_detr/deformable-detr_r50_16xb2-50e_coco.py', channel_mapper, DENSE),
     'Mask2Former (instance)': ('mmdet', 'mask2former/mask2former_r50_8xb2-lsj-50e_coco.py', mask2former_det,
-                               IMAGE),
-    'YOLOX': ('mmdet', 'yolox/yolox_s_8xb8-300e_coco.py', yolox, IMAGE),
-    'Sparse R-CNN': ('mmdet', 'sparse_rcnn/sparse-rcnn_r50_fpn_1x_coco.py', fpn_all, IMAGE),
-    'UperNet': ('mmseg', 'upernet/upernet_r50_4xb4-80k_ade20k-512x512.py', uper, IMAGE),
-    'SegFormer head': ('mmseg', 'segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py', segformer, IMAGE),
-    'Semantic FPN': ('mmseg', 'sem_fpn/fpn_r50_4xb4-160k_ade20k-512x512.py', sem_fpn, IMAGE),
+                               DENSE),
+    'YOLOX': ('mmdet', 'yolox/yolox_s_8xb8-300e_coco.py', yolox, DENSE),
+    'Sparse R-CNN': ('mmdet', 'sparse_rcnn/sparse-rcnn_r50_fpn_1x_coco.py', fpn_all, DENSE),
+    'UperNet': ('mmseg', 'upernet/upernet_r50_4xb4-80k_ade20k-512x512.py', uper, DENSE),
+    'SegFormer head': ('mmseg', 'segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py', segformer, DENSE),
+    'Semantic FPN': ('mmseg', 'sem_fpn/fpn_r50_4xb4-160k_ade20k-512x512.py', sem_fpn, DENSE),
     'Mask2Former (semantic)': ('mmseg', 'mask2former/mask2former_r50_8xb2-160k_ade20k-512x512.py',
-                               mask2former_seg, IMAGE),
-    'DeepLabV3+': ('mmseg', 'deeplabv3plus/deeplabv3plus_r50-d8_4xb4-80k_ade20k-512x512.py', deeplabv3plus, IMAGE),
+                               mask2former_seg, DENSE),
+    'DeepLabV3+': ('mmseg', 'deeplabv3plus/deeplabv3plus_r50-d8_4xb4-80k_ade20k-512x512.py', deeplabv3plus, DENSE),
     'I3D head': ('mmaction', 'recognition/i3d/i3d_imagenet-pretrained-r50_8xb8-32x2x1-100e_kinetics400-rgb.py',
                  recognizer3d, VIDEO),
     'TimeSformer head': ('mmaction', 'recognition/timesformer/timesformer_divST_8xb8-8x32x1-15e_kinetics400-rgb.py',
@@ -243,15 +245,35 @@ def case_config(case_id):
     from mmengine.config import Config
     consumer, backbone = case_id.split('/')
     library, ref, adapt, _ = CONSUMERS[consumer]
-    kwargs, channels = {**IMAGE_BACKBONES, **VIDEO_BACKBONES}[backbone]
+    kwargs, channels = {**IMAGE_BACKBONES, **VIDEO_BACKBONES}.get(backbone, ({}, None))
     with tempfile.NamedTemporaryFile('w', suffix='.py', delete=False) as f:
         f.write(f"_base_ = '{library}::{ref}'\n")
     try:
         cfg = Config.fromfile(f.name)
     finally:
         os.unlink(f.name)
+    if backbone == UPSTREAM:
+        return cfg, upstream_control(cfg, adapt)
     settings = adapt(cfg, dict(type=f'mmposmlp.{backbone}', **kwargs), channels)
     return cfg, settings
+
+
+def upstream_control(cfg, adapt):
+    """The config's own backbone (random weights) with the same input and consumer settings: a case that fails
+    here too fails because of the consumer at this size, not because of our backbone."""
+    m = cfg.model
+    m.backbone.pop('init_cfg', None)
+    m.backbone.pop('pretrained', None)
+    if 'decode_head' in m:  # mmseg
+        m.pretrained = None
+        m.data_preprocessor.size = IMAGE_SIZE
+    elif adapt is yolox:
+        m.data_preprocessor.pop('batch_augments', None)
+    else:
+        _small_det(m)
+    if adapt is dino:
+        m.num_queries = 100
+    return ''
 
 
 def _batch(scope, consumer, model):
@@ -299,9 +321,9 @@ def run_case(case_id, distributed=False):
         inner = model
         if distributed:
             model = MMDistributedDataParallel(module=model, broadcast_buffers=False, find_unused_parameters=False)
-        optim = _optim_wrapper(model, cfg)
         data = _batch(scope, consumer, inner)
         with DefaultScope.overwrite_default_scope(scope):
+            optim = _optim_wrapper(model, cfg)
             model.train()
             probe = GradientProbe(inner)
             try:
@@ -403,7 +425,7 @@ def render(results):
                      and any(f'{c}/{b}' in results for b in v[3])]
         if not consumers:
             continue
-        backbones = [b for b in (*IMAGE, *VIDEO) if any(f'{c}/{b}' in results for c in consumers)]
+        backbones = [b for b in (*IMAGE, *VIDEO, UPSTREAM) if any(f'{c}/{b}' in results for c in consumers)]
         lines += [f'### {title}', '', '| upstream config | our settings | ' + ' | '.join(backbones) + ' |',
                   '|---|---|' + '---|' * len(backbones)]
         for c in consumers:
