@@ -181,10 +181,9 @@ def shipped_configs():
     return out
 
 
-# one per family and consumer that skips levels or picks outputs by index (RetinaNet's FPN starts at stride 8;
-# UperNet/Semantic FPN read by in_index; TSN through SingleTensorBackbone); the rest is `slow`
+# RetinaNet's FPN skips the stride-4 level (a config requesting it leaves that output's norm unused), and TSN
+# reads the last output through SingleTensorBackbone; every other shipped config is `slow` (full-size models)
 REPRESENTATIVE = {'posmlp/retinanet_posmlp-t_1x_coco.py', 'wavemlp/retinanet_wavemlp-t_fpn_1x_coco.py',
-                  'cpvt/retinanet_pvt-peg-t_fpn_1x_coco.py', 'posmlp/upernet_posmlp-t_8xb2-160k_ade20k-512x512.py',
                   'posmlp/tsn_posmlp-t_8xb32-1x1x3-100e_kinetics400-rgb.py'}
 
 
