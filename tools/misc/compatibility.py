@@ -504,13 +504,30 @@ def documented_cells(text=None):
     return out
 
 
+def load_results(path):
+    """``{case: {procs: result}}`` from a ``--json`` file, or from the ``<case> [<n>p]: <result>`` lines a run
+    prints (a run that was stopped still documents the cases it finished)."""
+    import json
+    import re
+    with open(path) as f:
+        text = f.read()
+    if path.endswith('.json'):
+        return {c: {int(k): v for k, v in per.items()} for c, per in json.loads(text).items()}
+    out = {}
+    for case, procs, result in re.findall(r'^(.+?/.+?) \[(\d)p\]: (.*)$', text, flags=re.M):
+        if case in all_cases():
+            out.setdefault(case, {})[int(procs)] = result
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--cases', nargs='+', default=['*'], help="case ids or patterns ('RetinaNet/*')")
     parser.add_argument('--procs', default='1,2', help='numbers of processes to run each case in (1,2)')
     parser.add_argument('--json', help='also write the results to this file')
     parser.add_argument('--from-json', nargs='+',
-                        help='write the document from results saved with --json (no run; several files merge)')
+                        help='write the document from results saved with --json or printed by a run (no run; '
+                        'several files merge)')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument('--write', action='store_true', help='run the whole matrix and write docs/compatibility.md')
     mode.add_argument('--check', action='store_true', help='run the whole matrix and compare with the document')
@@ -519,9 +536,8 @@ def main(argv=None):
     if args.from_json:
         results = {}
         for path in args.from_json:
-            with open(path) as f:
-                for c, per in json.load(f).items():
-                    results.setdefault(c, {}).update({int(k): v for k, v in per.items()})
+            for c, per in load_results(path).items():
+                results.setdefault(c, {}).update(per)
         results = {c: results[c] for c in all_cases() if c in results}
     else:
         cases = all_cases() if args.write or args.check else select(args.cases)
