@@ -1,5 +1,5 @@
 # TSN PosMLP-T on the generated toy Kinetics-400 clips (python tools/misc/make_toy_datasets.py --out data/toy):
-# 3 segments of 64x64 frames per clip, random initialisation, a few iterations.
+# 8 segments of 64x64 frames per clip (the toy fragment's sampling), random initialisation, one epoch.
 _base_ = ['../tsn_posmlp-t_8xb32-1x1x3-100e_kinetics400-rgb.py', '../../_base_/toy/kinetics400.py']
 
 model = dict(backbone=dict(backbone=dict(init_cfg=None)), cls_head=dict(num_classes=4))
