@@ -6,7 +6,7 @@
 # The other sizes and the depthwise (-dw) variants inherit this detector and recipe.
 # As for Swin in mmdet, the stride-8/16/32 stages feed the FPN (start_level 0 over them): RetinaNet's FPN skips
 # the stride-4 stage, whose output norm would get no gradient (DDP without find_unused_parameters stops).
-_base_ = 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'
+_base_ = ['mmdet::retinanet/retinanet_r50_fpn_1x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(
