@@ -296,7 +296,13 @@ def _batch(scope, consumer, model):
 
 def _one_line(exc):
     text = str(exc).strip().splitlines()
-    return f'{type(exc).__name__}: {text[0] if text else ""}'[:300]
+    return clean(f'{type(exc).__name__}: {text[0] if text else ""}')
+
+
+def clean(result):
+    """A result as the document shows it: no build paths of the machine that ran it, at most 300 characters."""
+    import re
+    return re.sub(r' at "[^"]*"(:\d+)?', '', result)[:300]
 
 
 def _optim_wrapper(model, cfg):
@@ -452,6 +458,7 @@ def render(results):
                     row.append('')
                     continue
                 text = cell(per)
+                per = {k: clean(v) for k, v in per.items()}
                 for procs, r in sorted(per.items()):
                     if r != 'passes' and r not in notes:
                         notes.append(r)
