@@ -20,7 +20,8 @@ ROOT = repo_path()
 POSMLP_SMALL = ("arch=dict(embed_dims=[16, 32, 64, 128], depths=[1, 1, 1, 1], groups=[2, 4, 8, 16], "
                 "mlp_ratios=[2, 2, 2, 2], window_sizes=[7, 7, 7, 7])")
 RETINANET_POSMLP = RETINANET.replace(
-    "model = dict(backbone=dict(init_cfg=None, base_channels=8), neck=dict(in_channels=[8, 16, 32, 64], out_channels=32),",
+    "model = dict(backbone=dict(init_cfg=None, base_channels=8), "
+    "neck=dict(in_channels=[8, 16, 32, 64], out_channels=32),",
     "model = dict(backbone=dict(_delete_=True, type='mmposmlp.PosMLP', out_indices={out_indices}, " + POSMLP_SMALL
     + "),\n             neck=dict(in_channels={in_channels}, start_level={start_level}, out_channels=32),")
 assert RETINANET_POSMLP != RETINANET

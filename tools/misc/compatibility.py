@@ -7,7 +7,7 @@
 
 Every case loads a library's own config unmodified, puts a small instance of one of our backbones in place of
 its backbone, sets the consumers' ``in_channels`` (and the settings listed in the table), and runs two training
-steps and one inference at an odd input size, in one process and in two (torch DDP over gloo,
+steps and one inference at an odd input size, in one process and, for the PosMLP cases, in two (torch DDP over gloo,
 ``find_unused_parameters=False``). A case passes when the losses are finite, every trainable parameter received a
 gradient in the first step, and inference returns one prediction per input. A case listed as refused must end
 with the sentence shown in the table. ``tests/test_compatibility.py`` runs a representative set and checks the
