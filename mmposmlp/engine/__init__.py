@@ -4,6 +4,7 @@ from .resume_state import ExactResumeHook, ResumeStateError, add_exact_resume_ho
 from .schedulers import (SlowFastCosineLR, SlowFastCosineParamScheduler, TimmCosineLR,  # noqa: F401
                          TimmCosineParamScheduler)
 from .ema import TimmEMAHook, TimmModelEMA  # noqa: F401
+from .preemption import PREEMPTED_EXIT_CODE, PreemptionHook  # noqa: F401
 from .dataset_checks import NameUndecodableVideosHook  # noqa: F401
 from .checkpoint import (AtomicCheckpointHook, CheckpointMismatchError, check_resume_compatible,
                          find_last_complete_checkpoint, patch_atomic_checkpoints, patch_resume_check)
