@@ -111,20 +111,29 @@ class _Store:
     def key(self, name: str) -> str:
         return f'{self.prefix}/{name}'
 
-    def propose(self, step: int) -> int:
-        return int(self.client.compare_set(self.key('stop'), '', str(step)).decode())
+    def propose(self, step: int, sig: signal.Signals) -> tuple:
+        """``(step, signal name)`` agreed on: the first proposal written wins."""
+        return _parse_stop(self.client.compare_set(self.key('stop'), '', f'{step} {sig.name}'))
 
-    def agreed(self) -> Optional[int]:
+    def agreed(self) -> Optional[tuple]:
         key = self.key('stop')
-        return int(self.client.get(key).decode()) if self.client.check([key]) else None
+        return _parse_stop(self.client.get(key)) if self.client.check([key]) else None
 
-    def wait_for(self, keys, stop_early=None) -> list:
-        """Poll until every key exists (or ``stop_early()`` is true); returns the missing ones."""
+    def wait_for(self, keys, stop_early=None, seconds: Optional[float] = None) -> list:
+        """Poll until every key exists (or ``stop_early()`` is true, or ``seconds`` have passed); returns the
+        missing ones."""
+        deadline = None if seconds is None else time.monotonic() + seconds
         while True:
             missing = [k for k in keys if not self.client.check([k])]
-            if not missing or (stop_early is not None and stop_early()):
+            if not missing or (stop_early is not None and stop_early()) or \
+                    (deadline is not None and time.monotonic() > deadline):
                 return missing
             time.sleep(POLL)
+
+
+def _parse_stop(value: bytes) -> tuple:
+    step, name = value.decode().split()
+    return int(step), name
 
 
 @HOOKS.register_module()
@@ -147,7 +156,8 @@ class PreemptionHook(Hook):
         self.grace_period = float(grace_period)
         self.margin = margin
         self._pid = os.getpid()
-        self._received = None  # (signal, monotonic time of the first signal)
+        self._received = None  # (signal, monotonic time): this rank's, or another's, learnt from the store
+        self._own_signal = None
         self._signalled = threading.Event()
         self._finished = threading.Event()
         self._active = False
@@ -169,11 +179,13 @@ class PreemptionHook(Hook):
         if os.getpid() != self._pid:
             return  # a data-loader worker: the training process saves and ends it
         sig = signal.Signals(signum)
-        if not self._active:
+        if not self._active and not self._saved:
             self._pass_on(sig, frame)
-        elif self._received is None:
-            self._received = (sig, time.monotonic())
-            self._signalled.set()
+        elif self._own_signal is None:
+            self._own_signal = sig
+            if self._received is None:
+                self._received = (sig, time.monotonic())
+                self._signalled.set()
         elif self._saved:
             os._exit(PREEMPTED_EXIT_CODE)
         else:
@@ -216,7 +228,8 @@ class PreemptionHook(Hook):
         if self.margin is None:
             optim = runner.cfg.get('optim_wrapper') or {}
             self.margin = int(optim.get('accumulative_counts', 1) or 1) if hasattr(optim, 'get') else 1
-        if not hasattr(runner.train_loop, 'max_iters') or hasattr(runner.train_loop, 'max_epochs'):
+        from mmengine.runner import EpochBasedTrainLoop
+        if isinstance(runner.train_loop, EpochBasedTrainLoop):
             runner.logger.warning('PreemptionHook: with an epoch-based loop a checkpoint saved on a signal in the '
                                   'middle of an epoch resumes from the start of that epoch (nothing is lost, but '
                                   'the run is not bit-identical to an uninterrupted one); use an iteration-based '
@@ -239,10 +252,17 @@ class PreemptionHook(Hook):
             self._proposed = True
             if self._store is None:
                 return position
-            return self._store.propose(position)
-        if self._store is None:
+            agreed = self._store.propose(position, self._received[0])
+        elif self._store is None:
             return None
-        return self._store.agreed()
+        else:
+            agreed = self._store.agreed()
+        if agreed is None:
+            return None
+        if self._received is None:  # another rank was signalled: this one's grace period starts now
+            self._received = (signal.Signals[agreed[1]], time.monotonic())
+            self._signalled.set()
+        return agreed[0]
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         if not self._active:
@@ -300,10 +320,6 @@ class PreemptionHook(Hook):
 
     # ---- the checkpoint -----------------------------------------------------------------------
     def _stop(self, runner, position: int, rng: dict) -> None:
-        if self._received is None:  # another rank was signalled
-            self._received = (signal.SIGTERM, time.monotonic())
-            self._signalled.set()
-        self._active = False
         store, rank = self._store, _rank()
         if store is None:
             states = [rng]
@@ -325,7 +341,7 @@ class PreemptionHook(Hook):
             store.client.set(f'{run_key_prefix()}/saved', f'{position} {path}')
             # under Slurm this process hosts the store: stay until every rank has read 'saved' (bounded)
             self._waiting_for = 'the other ranks to read that the checkpoint is written'
-            store.wait_for([store.key(f'left/{r}') for r in range(1, store.world)])
+            store.wait_for([store.key(f'left/{r}') for r in range(1, store.world)], seconds=10.0)
         self._exit(runner, position, path)
 
     def _save(self, runner, position: int, states: list) -> str:

@@ -115,7 +115,7 @@ def main(argv=None) -> int:
             rank, failure = exc.get_first_failure()
             saved = _preempted(argv) if failure.exitcode == PREEMPTED_EXIT_CODE else None
             if saved is not None:
-                print(f'rank {rank} received a stop signal: every rank stopped after iteration {saved[0]} and '
+                print(f'the ranks received a stop signal: every rank stopped after iteration {saved[0]} and '
                       f'{saved[1]} was saved (exit code {PREEMPTED_EXIT_CODE}: continue with --resume).',
                       file=sys.stderr, flush=True)
                 return PREEMPTED_EXIT_CODE
