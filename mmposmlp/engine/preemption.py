@@ -364,6 +364,8 @@ class PreemptionHook(Hook):
         if self._states is not None:  # our save: every rank's states at the stopping point
             from mmposmlp.engine.resume_state import STATE_KEY
             checkpoint[STATE_KEY] = self._states
+            if self._train_rng is not None:
+                _undo_ema_validation_swap(runner, checkpoint)
 
     def _exit(self, runner, position: int, path: Optional[str]) -> None:
         self._saved = True
@@ -374,6 +376,24 @@ class PreemptionHook(Hook):
                                f'after iteration {position} with exit code {PREEMPTED_EXIT_CODE} (continue with '
                                '--resume).')
         raise SystemExit(PREEMPTED_EXIT_CODE)
+
+
+def _undo_ema_validation_swap(runner, checkpoint: dict) -> None:
+    """mmengine's :class:`EMAHook` validates with the EMA weights by swapping them with the model's for the
+    validation (parameters, and buffers with ``update_buffers``); a checkpoint written inside a validation
+    finds them swapped: swap those entries back, so it holds what one written before the validation would."""
+    from mmengine.hooks import EMAHook
+    hooks = [h for h in runner.hooks if isinstance(h, EMAHook) and getattr(h, 'ema_model', None) is not None]
+    if not hooks or 'ema_state_dict' not in checkpoint:
+        return
+    ema = hooks[0].ema_model
+    names = [n for n, _ in ema.module.named_parameters()]
+    if ema.update_buffers:
+        names += [n for n, _ in ema.module.named_buffers()]
+    model_state, ema_state = checkpoint['state_dict'], checkpoint['ema_state_dict']
+    for n in names:
+        if n in model_state and f'module.{n}' in ema_state:
+            model_state[n], ema_state[f'module.{n}'] = ema_state[f'module.{n}'], model_state[n]
 
 
 def _rank() -> int:
