@@ -1,4 +1,4 @@
-"""Curated mutants for tools/misc/mutation_test.py: realistic one-line bugs and the tests that
+"""Curated mutants for .dev_scripts/mutation_test.py: realistic one-line bugs and the tests that
 should catch each. ``find`` must occur exactly once in ``file`` (tests/test_mutation_list.py).
 
 Fields: ``id``; ``file`` (relative to the repo root); ``find`` / ``replace`` (source text);
