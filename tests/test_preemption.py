@@ -276,3 +276,23 @@ def test_logged_scalars_helper_sees_validation(narrow):
     """The reference run logged its validations (the comparison above would be vacuous otherwise)."""
     _, _, ref = narrow
     assert any(mode == 'val' for mode, _ in logged_scalars(ref))
+
+
+def test_tools_add_the_hook_when_asked(monkeypatch):
+    """MMPOSMLP_PREEMPTION=1 (set by slurm_train.sh --requeue): tools/train.py adds the hook once, keeping one the
+    config has; without it nothing is added."""
+    from mmengine.config import Config
+
+    from mmposmlp.engine.entry import activate_mmposmlp_runtime
+    monkeypatch.delenv('MMPOSMLP_PREEMPTION', raising=False)
+    cfg = Config(dict(custom_hooks=[]))
+    activate_mmposmlp_runtime(cfg)
+    assert not [h for h in cfg.custom_hooks if 'Preemption' in h['type']]
+    monkeypatch.setenv('MMPOSMLP_PREEMPTION', '1')
+    activate_mmposmlp_runtime(cfg)
+    activate_mmposmlp_runtime(cfg)
+    assert [h for h in cfg.custom_hooks if 'Preemption' in h['type']] == [dict(type='mmposmlp.PreemptionHook')]
+    cfg = Config(dict(custom_hooks=[dict(type='mmposmlp.PreemptionHook', grace_period=5)]))
+    activate_mmposmlp_runtime(cfg)
+    assert [h for h in cfg.custom_hooks if 'Preemption' in h['type']] == [
+        dict(type='mmposmlp.PreemptionHook', grace_period=5)]

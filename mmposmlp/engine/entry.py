@@ -220,6 +220,9 @@ def activate_mmposmlp_runtime(cfg) -> None:
     patch_atomic_checkpoints()
     patch_resume_check()
     add_exact_resume_hook(cfg)
+    if os.environ.get('MMPOSMLP_PREEMPTION') == '1':  # set by tools/slurm_train.sh --requeue
+        from mmposmlp.engine.preemption import add_preemption_hook
+        add_preemption_hook(cfg)
     hooks = cfg.get('default_hooks')
     if isinstance(hooks, dict) and isinstance(hooks.get('checkpoint'), dict) and \
             hooks['checkpoint'].get('type') in ('CheckpointHook', 'mmengine.CheckpointHook'):
