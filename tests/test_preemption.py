@@ -190,6 +190,10 @@ class MarkIterHook(Hook):
         if runner.iter + 1 == int(os.environ.get('MARK_AT', '0')):
             with open(os.path.join(runner.work_dir, f'at_rank{get_rank()}'), 'w') as f:
                 f.write(str(os.getpid()))
+            # HOLD=1: wait here until a stop signal has reached this rank (a test may take minutes to send it)
+            hook = [h for h in runner.hooks if type(h).__name__ == 'PreemptionHook']
+            while os.environ.get('HOLD') == '1' and hook and hook[0]._received is None:
+                time.sleep(0.1)
 '''
 
 

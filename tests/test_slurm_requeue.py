@@ -1,6 +1,7 @@
 """``tools/slurm_train.sh --requeue`` on a real (throw-away, single-node) Slurm cluster: a job signalled with
 ``scancel --signal=USR1`` (to the tasks) or ``scancel --batch --signal=USR1`` (to the batch shell, as
-``--signal=B:USR1@GRACE`` does before the time limit) saves one checkpoint on every rank, requeues itself, and the
+``--signal=B:USR1@GRACE`` does before the time limit), or a time limit moved to 1-2 minutes ahead (Slurm
+sends the signal itself, ``--grace=120`` before it) saves one checkpoint on every rank, requeues itself, and the
 requeued job resumes and ends with the weights, optimizer, schedulers, EMA, random states and logged losses and
 metrics of an uninterrupted run. Marked ``slurm`` and ``slow`` (three 2-process runs of the toy classifier).
 
@@ -42,6 +43,12 @@ def _job_state(env, job):
     return fields.get('JobState'), int(fields.get('Restarts', 0))
 
 
+def _job_field(env, job, name):
+    out = subprocess.run(['scontrol', 'show', 'job', '-o', str(job)], env=env, capture_output=True, text=True,
+                         timeout=30).stdout
+    return dict(f.split('=', 1) for f in out.split() if '=' in f)[name]
+
+
 def _wait_state(env, job, done, timeout=600, what=''):
     t0 = time.time()
     while True:
@@ -65,12 +72,12 @@ def requeue_case(slurm_cluster, toy_data, tmp_path_factory):
     return cwd, cfg, ref
 
 
-@pytest.mark.parametrize('to', ['tasks', 'batch'])
+@pytest.mark.parametrize('to', ['tasks', 'batch', 'time_limit'])
 def test_signalled_job_saves_requeues_and_resumes_exactly(requeue_case, slurm_cluster, to):
     cwd, cfg, ref = requeue_case
     work = osp.join(cwd, f'requeued_{to}')
-    env = _env(slurm_cluster, cfg, MARK_AT='3')
-    res = subprocess.run(['bash', osp.join(ROOT, 'tools', 'slurm_train.sh'), '--requeue', '--grace=60', 'debug',
+    env = _env(slurm_cluster, cfg, MARK_AT='3', HOLD='1' if to == 'time_limit' else '0')
+    res = subprocess.run(['bash', osp.join(ROOT, 'tools', 'slurm_train.sh'), '--requeue', '--grace=120', 'debug',
                           f'rq-{to}', cfg, work], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr[-2000:]
     job = int(res.stdout.strip().splitlines()[-1])
@@ -80,9 +87,18 @@ def test_signalled_job_saves_requeues_and_resumes_exactly(requeue_case, slurm_cl
         assert state[0] in ('PENDING', 'RUNNING', 'CONFIGURING'), (state, _output(work, job))
         assert time.time() - t0 < 600, 'the ranks never reached iteration 3'
         time.sleep(0.05)
-    cmd = ['scancel', '--signal=USR1'] + (['--batch'] if to == 'batch' else []) + [str(job)]
-    subprocess.run(cmd, env=env, check=True, timeout=30)
+    if to == 'time_limit':  # the limit moves to 1-2 min from now: Slurm sends USR1 (--grace=120) before it
+        runtime = _job_field(env, job, 'RunTime').split(':')
+        minutes = int(runtime[-2]) + 60 * int(runtime[-3] if len(runtime) > 2 else 0) + 2
+        subprocess.run(['scontrol', 'update', f'JobId={job}', f'TimeLimit={minutes}'], env=env, check=True,
+                       timeout=30)
+    else:
+        cmd = ['scancel', '--signal=USR1'] + (['--batch'] if to == 'batch' else []) + [str(job)]
+        subprocess.run(cmd, env=env, check=True, timeout=30)
     _wait_state(env, job, lambda s: s[1] >= 1 and s[0] == 'PENDING', what='the requeue')
+    if to == 'time_limit':
+        subprocess.run(['scontrol', 'update', f'JobId={job}', 'TimeLimit=UNLIMITED'], env=env, check=True,
+                       timeout=30)
     stop = int(_preempted_record(work)['iter'])
     assert 3 <= stop <= 5 and osp.isfile(osp.join(work, f'iter_{stop}.pth'))
     subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], env=env, check=True, timeout=30)

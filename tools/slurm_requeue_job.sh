@@ -14,7 +14,8 @@ echo "job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $(hostname): $*"
 srun "${SRUN_OPTS[@]}" "$@" &
 SRUN=$!
 # to the tasks of every step (not to this shell again)
-forward() { scancel --signal="$1" "$SLURM_JOB_ID" 2>/dev/null || kill -s "$1" "$SRUN" 2>/dev/null || true; }
+SIGNALLED=0
+forward() { SIGNALLED=1; scancel --signal="$1" "$SLURM_JOB_ID" 2>/dev/null || kill -s "$1" "$SRUN" 2>/dev/null || true; }
 trap 'forward USR1' USR1
 trap 'forward USR2' USR2
 trap 'true' TERM  # Slurm sends SIGTERM to the tasks itself; this shell stays to requeue the job
@@ -25,7 +26,11 @@ while :; do
 done
 if [ -f "$WORK_DIR/preempted" ]; then
   echo "saved on a signal ($(cat "$WORK_DIR/preempted")): requeueing job $SLURM_JOB_ID"
-  scontrol requeue "$SLURM_JOB_ID" && exit 0
-  echo "ERROR: scontrol requeue $SLURM_JOB_ID failed: resubmit the same command; it resumes from the checkpoint." >&2
+elif [ "$SIGNALLED" = 1 ]; then  # told to stop before training began (or it could not save): go on later
+  echo "signalled before a checkpoint could be saved (srun exit code $rc): requeueing job $SLURM_JOB_ID"
+else
+  exit "$rc"
 fi
+scontrol requeue "$SLURM_JOB_ID" && exit 0
+echo "ERROR: scontrol requeue $SLURM_JOB_ID failed: resubmit the same command; it resumes from the work dir." >&2
 exit "$rc"
