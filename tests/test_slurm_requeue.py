@@ -105,7 +105,8 @@ def test_signalled_job_saves_requeues_and_resumes_exactly(requeue_case, slurm_cl
     state = _wait_state(env, job, lambda s: s[0] in ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'),
                         what='the resumed run')
     log = _output(work, job)
-    assert state == ('COMPLETED', 1), log[-4000:]
+    shown = subprocess.run(['scontrol', 'show', 'job', str(job)], env=env, capture_output=True, text=True).stdout
+    assert state == ('COMPLETED', 1), (shown, log[-4000:])
     assert f'requeueing job {job}' in log and f'iter_{stop}.pth' in log.split('(restart 1)')[1], log[-4000:]
     assert_same_run(ref, work, ITERS, with_ema=True)
 
