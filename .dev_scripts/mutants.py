@@ -237,11 +237,11 @@ MUTANTS = [
          why="stock Inferencers/runners given a file through CheckpointLoader execute its stored config text"),
     # ------------------------------------------------------------------ saving and resume
     dict(id='checkpoint-written-in-place', file='mmposmlp/engine/checkpoint.py',
-         find="        tmp = f'{filename}.tmp'\n", replace='        tmp = filename\n',
+         find="    tmp = f'{path}.tmp'\n", replace='    tmp = path\n',
          tests=['tests/test_exact_resume.py', '-k', 'checkpoint_write'],
          why='checkpoints written straight to their final name (a crash leaves a half-written file)'),
     dict(id='checkpoint-not-plain', file='mmposmlp/engine/checkpoint.py',
-         find='        checkpoint = to_plain_checkpoint(checkpoint)\n', replace='',
+         find='    plain = to_plain_checkpoint(checkpoint)\n', replace='    plain = checkpoint\n',
          tests=['tests/test_checkpoint_safety.py', '-k', 'plain'],
          why='training checkpoints keep HistoryBuffers/numpy objects (unreadable with weights_only)'),
     dict(id='rng-python-not-restored', file='mmposmlp/engine/resume_state.py',

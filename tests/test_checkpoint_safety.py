@@ -530,7 +530,8 @@ def evil_file(tmp_path):
 
 def test_init_cfg_pretrained_refuses_crafted_files(tmp_path):
     """Our backbones' init_cfg (load_pretrained) and mmengine's PretrainedInit (through CheckpointLoader)."""
-    import mmposmlp  # noqa: F401  (registers the data-only loader with mmengine)
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmengine.model import BaseModule
 
     from mmposmlp.models.backbones.wave_mlp import WaveMLP
@@ -727,7 +728,8 @@ def _check_api(build, model_of, tmp_path, tag):
 
 
 def test_mmpretrain_get_model_and_inferencer_load_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmpretrain import get_model
     from mmpretrain.apis import ImageClassificationInferencer
     cfg = write_cfg(tmp_path / 'cls.py', RESNET18_CLS, toy_data, classes=4)
@@ -737,7 +739,8 @@ def test_mmpretrain_get_model_and_inferencer_load_our_checkpoints(toy_data, tmp_
 
 
 def test_mmdet_inferencer_loads_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmdet.apis import DetInferencer
 
     from toolcfg import RETINANET
@@ -747,7 +750,8 @@ def test_mmdet_inferencer_loads_our_checkpoints(toy_data, tmp_path):
 
 
 def test_mmseg_inferencer_loads_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmseg.apis import MMSegInferencer
 
     from toolcfg import SEM_FPN
@@ -757,7 +761,8 @@ def test_mmseg_inferencer_loads_our_checkpoints(toy_data, tmp_path):
 
 
 def test_mmaction_init_recognizer_loads_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmaction.apis import init_recognizer
 
     from toolcfg import TSN
@@ -777,7 +782,7 @@ def test_upstream_tools_test_py_loads_our_checkpoints(library, toy_data, tmp_pat
     if not osp.isfile(tool):
         pytest.skip(f'{library} has no .mim/tools/test.py')
     template = RETINANET if library == 'mmdet' else SEM_FPN
-    extra = "custom_imports = dict(imports=['mmposmlp'], allow_failed_imports=False)\n"
+    extra = "custom_imports = dict(imports=['mmposmlp'], allow_failed_imports=False)\nrunner_type = 'mmposmlp.Runner'\n"
     if library == 'mmseg':
         extra += ("test_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,\n"
                   "    dataset=dict(indices=2, data_root=data_root, pipeline=[dict(type='LoadImageFromFile'),\n"
@@ -786,7 +791,8 @@ def test_upstream_tools_test_py_loads_our_checkpoints(library, toy_data, tmp_pat
     cfg = write_cfg(tmp_path / f'{library}.py', template, toy_data, extra=extra)
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     c = Config.fromfile(cfg)
     init_default_scope(c.default_scope)
     importlib.import_module(f'{library}.utils').register_all_modules(init_default_scope=False)
@@ -828,7 +834,8 @@ def test_inferencer_given_only_weights_never_executes_the_stored_config(tmp_path
     """Stock ``BaseInferencer`` with ``model=None`` runs the config text a checkpoint stores
     (``message_hub.runtime_info.cfg`` / ``meta.cfg``); through our CheckpointLoader schemes that text is
     dropped, so the Inferencer stops asking for a config and the file's code never runs."""
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmdet.apis import DetInferencer
     from mmengine.runner.checkpoint import _load_checkpoint
     marker = tmp_path / 'pwned'

@@ -282,21 +282,17 @@ def test_logged_scalars_helper_sees_validation(narrow):
     assert any(mode == 'val' for mode, _ in logged_scalars(ref))
 
 
-def test_tools_add_the_hook_when_asked(monkeypatch):
-    """MMPOSMLP_PREEMPTION=1 (set by slurm_train.sh --requeue): tools/train.py adds the hook once, keeping one the
-    config has; without it nothing is added."""
+def test_every_mmposmlp_runner_gets_the_hook_once():
+    """mmposmlp.Runner adds the hook to every run (PLUGIN_HOOKS); a configured one is kept with its options."""
     from mmengine.config import Config
 
-    from mmposmlp.engine.entry import activate_mmposmlp_runtime
-    monkeypatch.delenv('MMPOSMLP_PREEMPTION', raising=False)
+    from mmposmlp.engine.runner import PLUGIN_HOOKS, add_plugin_hooks
+    assert 'mmposmlp.PreemptionHook' in PLUGIN_HOOKS
     cfg = Config(dict(custom_hooks=[]))
-    activate_mmposmlp_runtime(cfg)
-    assert not [h for h in cfg.custom_hooks if 'Preemption' in h['type']]
-    monkeypatch.setenv('MMPOSMLP_PREEMPTION', '1')
-    activate_mmposmlp_runtime(cfg)
-    activate_mmposmlp_runtime(cfg)
+    add_plugin_hooks(cfg)
+    add_plugin_hooks(cfg)
     assert [h for h in cfg.custom_hooks if 'Preemption' in h['type']] == [dict(type='mmposmlp.PreemptionHook')]
     cfg = Config(dict(custom_hooks=[dict(type='mmposmlp.PreemptionHook', grace_period=5)]))
-    activate_mmposmlp_runtime(cfg)
+    add_plugin_hooks(cfg)
     assert [h for h in cfg.custom_hooks if 'Preemption' in h['type']] == [
         dict(type='mmposmlp.PreemptionHook', grace_period=5)]

@@ -20,7 +20,7 @@
   batches wait for each other in the store instead.
 * **One checkpoint.** At the agreed point every rank publishes its random states (taken at the training
   position: before the validation, when stopped inside one) in the store; rank 0 writes
-  ``<work_dir>/iter_<d>.pth`` (atomically, with weights, optimizer, schedulers, EMA, message hub, every rank's
+  ``<work_dir>/iter_<d>.pth`` (atomically under ``mmposmlp.Runner``, with weights, optimizer, schedulers, EMA, message hub, every rank's
   random states), points ``last_checkpoint`` at it and records ``<work_dir>/preempted``; then every rank exits
   with :data:`PREEMPTED_EXIT_CODE`. A validation cut short runs again on resume.
 * **Bounded.** ``grace_period`` seconds after the signal a rank that has not finished (a rank that never reaches
@@ -345,8 +345,7 @@ class PreemptionHook(Hook):
         self._exit(runner, position, path)
 
     def _save(self, runner, position: int, states: list) -> str:
-        from mmposmlp.engine.checkpoint import atomic_write_text, patch_atomic_checkpoints
-        patch_atomic_checkpoints()
+        from mmposmlp.engine.checkpoint import atomic_write_text
         name = f'iter_{position}.pth'
         self._states = dict(world_size=len(states), iter=position, epoch=runner.epoch, at_epoch_end=False,
                             rng=states)
@@ -401,14 +400,5 @@ def _rank() -> int:
     return get_rank()
 
 
-def add_preemption_hook(cfg) -> None:
-    """Append :class:`PreemptionHook` to ``cfg.custom_hooks`` unless it is there."""
-    hooks = list(cfg.get('custom_hooks') or [])
-    if not any(isinstance(h, dict) and h.get('type') in ('PreemptionHook', 'mmposmlp.PreemptionHook')
-               for h in hooks):
-        hooks.append(dict(type='mmposmlp.PreemptionHook'))
-    cfg.custom_hooks = hooks
-
-
-__all__ = ['PreemptionHook', 'PREEMPTED_EXIT_CODE', 'PREEMPTED_FILE', 'add_preemption_hook', 'parse_signals',
+__all__ = ['PreemptionHook', 'PREEMPTED_EXIT_CODE', 'PREEMPTED_FILE', 'parse_signals',
            'run_key_prefix']
