@@ -12,8 +12,9 @@ import os.path as osp
 import pytest
 import torch
 
-from mmposmlp.models.backbones.lvt import (LVT, LVTClassAttentionHead, convert_official_lvt,
-                                           official_lvt_kwargs)
+from mmposmlp.models.backbones.lvt import LVT
+from mmposmlp.models.converters.lvt import convert_official_lvt, official_lvt_kwargs
+from mmposmlp.models.heads import LVTClassAttentionHead
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from toolcfg import load_tool
 
@@ -207,7 +208,7 @@ def test_options_are_checked_in_one_sentence(kwargs, message):
 
 
 @pytest.mark.parametrize('change, message', [
-    (dict(window=7), "official LVT option 'window' is not known"),
+    (dict(window=7), "'window' is not an option of the official lite_vision_transformer"),
     (dict(rasa_cfg=dict(r_num=2, atrous_rates=[1], act_layer='nn.SiLU(True)', init='kaiming', gamma=1)),
      "rasa_cfg key 'gamma' is not known"),
     (dict(rasa_cfg=dict(r_num=2, atrous_rates=[1], act_layer='nn.Mish()', init='kaiming')),

@@ -26,6 +26,8 @@ from mmposmlp.registry import RUNNERS
 PLUGIN_HOOKS = (
     'mmposmlp.ExactResumeHook',
     'mmposmlp.RankWatchdogHook',
+    'mmposmlp.UnusedOutputsHook',
+    'mmposmlp.ConsumerCheckHook',
     'mmposmlp.PreemptionHook',
 )
 

@@ -24,7 +24,8 @@ from mmcv.cnn import build_norm_layer
 from mmposmlp.registry import MODELS
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
                                 cached_on_tensors, infer_window, resize_grid_values)
-from .windows import WindowLayout, in_graph_layouts
+from .export_mode import ExportModeMixin, exporting
+from .windows import WindowLayout
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
 GATE_TYPES = {
@@ -89,7 +90,7 @@ def _plain_linear(fc: nn.Module) -> bool:
 
 
 @MODELS.register_module()
-class PositionalGatingUnit(nn.Module):
+class PositionalGatingUnit(ExportModeMixin, nn.Module):
     """Positional gating unit (PoSGU / PoTGU / PoSTGU, and gMLP's SGU for ablations).
 
     Args:
@@ -211,7 +212,7 @@ class PositionalGatingUnit(nn.Module):
         weights = self._group_major_weights(fc1, fc2)
         flat = x.reshape(M * N, -1)
         step = M
-        if not torch.is_grad_enabled() and x.device.type == 'cpu' and not in_graph_layouts():
+        if not torch.is_grad_enabled() and x.device.type == 'cpu' and not exporting(self):
             # (GPUs want few, large kernels; an exported graph has no size to chunk by)
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
         if step >= M:
