@@ -45,7 +45,8 @@ def fault_cfg(toy_data, tmp_path):
     (tmp_path / 'fault_hook.py').write_text(FAULT_HOOK)
     return write_cfg(tmp_path / 'cfg.py', RESNET18_CLS, toy_data, iters=6, extra="""
         custom_imports = dict(imports=['fault_hook'], allow_failed_imports=False)
-        custom_hooks = [dict(type='FaultHook')]
+        # SIGTERM ends the ranks at once here (not the save on the signal that mmposmlp.Runner adds by default)
+        custom_hooks = [dict(type='FaultHook'), dict(type='mmposmlp.PreemptionHook', signals=['SIGUSR2'])]
         """)
 
 

@@ -5,6 +5,9 @@
 # Env: NNODES (1), NODE_RANK (0), MASTER_ADDR (127.0.0.1), PORT (default: a free port on single-node runs,
 # 29500 on multi-node runs, where every node must be given the same PORT). GPUS = processes per node; on
 # machines without CUDA the processes train on CPU with the gloo backend (see docs/cluster.md).
+# SIGTERM or SIGUSR1 to this script reaches every rank (torchrun passes it on); with mmposmlp.PreemptionHook they
+# save one checkpoint and the script exits 99 (continue with --resume). torchrun SIGKILLs ranks still running
+# TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (default 30) after passing the signal on.
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 CONFIG GPUS [train.py args...]" >&2; exit 2
@@ -43,4 +46,5 @@ PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
 exec $PYTHON -m mmposmlp.utils.launch \
     --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
     --nproc_per_node="$GPUS" --master_port="$PORT" \
+    --signals-to-handle="${SIGNALS_TO_HANDLE:-SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1}" \
     "$TOOLS/train.py" "$CONFIG" --launcher pytorch "${@:3}"

@@ -4,7 +4,10 @@ from .resume_state import ExactResumeHook, ResumeStateError  # noqa: F401
 from .schedulers import (SlowFastCosineLR, SlowFastCosineParamScheduler, TimmCosineLR,  # noqa: F401
                          TimmCosineParamScheduler)
 from .ema import TimmEMAHook, TimmModelEMA  # noqa: F401
+from .preemption import PREEMPTED_EXIT_CODE, PreemptionHook  # noqa: F401
 from .dataset_checks import NameUndecodableVideosHook  # noqa: F401
+from .unused_outputs import UnusedOutputsHook  # noqa: F401
+from .consumer_checks import ConsumerCheckHook  # noqa: F401
 from .checkpoint import (AtomicCheckpointHook, CheckpointMismatchError, check_resume_compatible,
                          find_last_complete_checkpoint)
 from .runner import PLUGIN_HOOKS, Runner

@@ -16,6 +16,7 @@ import contextlib
 import copy
 import os.path as osp
 
+from mmengine.dist import master_only
 from mmengine.runner import Runner as MMEngineRunner
 
 from mmposmlp.engine.errors import UnknownTypeError
@@ -25,6 +26,9 @@ from mmposmlp.registry import RUNNERS
 PLUGIN_HOOKS = (
     'mmposmlp.ExactResumeHook',
     'mmposmlp.RankWatchdogHook',
+    'mmposmlp.UnusedOutputsHook',
+    'mmposmlp.ConsumerCheckHook',
+    'mmposmlp.PreemptionHook',
 )
 
 #: the data loaders each loop reads, in the order the pre-flight checks look at them
@@ -133,6 +137,7 @@ class Runner(MMEngineRunner):
             return super().test()
 
     # ---- checkpoints -------------------------------------------------------------------------------------
+    @master_only  # as mmengine's: other ranks write nothing (and have no temporary file to rename)
     def save_checkpoint(self, out_dir, filename, file_client_args=None, save_optimizer=True,
                         save_param_scheduler=True, meta=None, by_epoch=True, backend_args=None):
         """mmengine's ``save_checkpoint``, written to ``<filename>.tmp`` and renamed when complete (local files;

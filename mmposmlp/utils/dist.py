@@ -145,6 +145,28 @@ STALL_EXIT_CODE = 75
 STALLED_KEY = 'mmposmlp/stalled'
 STALLED_ACK_KEY = 'mmposmlp/stalled-ack'
 STALLED_ACK_WAIT = 5.0
+# preemption (mmposmlp.engine.preemption): a job that stopped on a signal after saving exits with this code
+# (Grid Engine's "requeue me"; Slurm sites can requeue on it with RequeueExit=99)
+PREEMPTED_EXIT_CODE = 99
+PREEMPT_KEY_PREFIX = 'mmposmlp/preempt'
+
+
+def preempted_checkpoint(host: str, port: int, run_id: str, timeout: float = 5.0):
+    """``(iteration, path)`` that the ranks of run ``run_id`` recorded in the rendezvous store after saving on a
+    signal, or None (nothing recorded, or the store is gone)."""
+    import datetime
+
+    import torch.distributed as tdist
+    try:
+        store = tdist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                               timeout=datetime.timedelta(seconds=timeout))
+        key = f'{PREEMPT_KEY_PREFIX}/{run_id}/saved'
+        if not store.check([key]):
+            return None
+        iteration, path = store.get(key).decode().split(' ', 1)
+        return int(iteration), path
+    except Exception:  # noqa: BLE001  (no record: the caller reports the signal as before)
+        return None
 
 
 def end_with_parent(sig=None) -> bool:

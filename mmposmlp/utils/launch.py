@@ -6,8 +6,10 @@ Same options and behaviour as ``python -m torch.distributed.run``; what differs 
 
 * a rank that dies: ``ERROR: rank R (local rank L on HOST, pid P) exited with code C (SIGNAL); the other
   ranks were stopped.`` and exit code 1 (torchrun stops the other ranks itself);
-* SIGTERM/SIGINT/SIGHUP to the launcher (``timeout``, Slurm, Ctrl-C): every rank is stopped, one line, exit
-  code 128 + signal;
+* SIGTERM/SIGINT/SIGHUP (and SIGUSR1 with ``--signals-to-handle``) to the launcher (``timeout``, Slurm,
+  Ctrl-C): torchrun passes it to every rank. Ranks with :class:`mmposmlp.engine.preemption.PreemptionHook`
+  save one checkpoint and exit 99: one line naming the iteration and the file, exit code 99. Otherwise every
+  rank is stopped, one line, exit code 128 + signal;
 * the port of the rendezvous store is taken: with ``MMPOSMLP_AUTO_PORT=1`` (the shell scripts set it
   when they picked the port themselves) another free port is tried, up to 3 times; otherwise one
   sentence naming the port and exit code 1.
@@ -77,12 +79,23 @@ def _describe_exit(code: int, killed_as=None) -> str:
     return str(code)
 
 
+def _run_id(argv) -> str:
+    return _option(argv, ('--rdzv_id', '--rdzv-id', '--run_id', '--run-id'), 'none')
+
+
+def _preempted(argv):
+    """``(iteration, path)`` when the ranks saved on a signal (recorded in the rendezvous store), else None."""
+    from mmposmlp.utils.dist import preempted_checkpoint
+    host = _option(argv, ('--master_addr', '--master-addr'), '127.0.0.1')
+    return preempted_checkpoint(host, int(_master_port(argv)), _run_id(argv))
+
+
 def main(argv=None) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
-    from mmposmlp.utils.dist import LaunchError, NodeGuard, find_free_port, stall_timeout
+    from mmposmlp.utils.dist import PREEMPTED_EXIT_CODE, LaunchError, NodeGuard, find_free_port, stall_timeout
     argv = list(sys.argv[1:] if argv is None else argv)
     auto_port = os.environ.get('MMPOSMLP_AUTO_PORT') == '1'
     try:
@@ -100,6 +113,12 @@ def main(argv=None) -> int:
             return 0
         except ChildFailedError as exc:
             rank, failure = exc.get_first_failure()
+            saved = _preempted(argv) if failure.exitcode == PREEMPTED_EXIT_CODE else None
+            if saved is not None:
+                print(f'the ranks received a stop signal: every rank stopped after iteration {saved[0]} and '
+                      f'{saved[1]} was saved (exit code {PREEMPTED_EXIT_CODE}: continue with --resume).',
+                      file=sys.stderr, flush=True)
+                return PREEMPTED_EXIT_CODE
             host = getattr(failure, 'hostname', None) or socket.gethostname()
             killed_as = guard.killed.get(failure.pid, (None, None))[1] if guard else None
             print(f'ERROR: rank {rank} (local rank {failure.local_rank} on {host}, pid {failure.pid}) exited with '
@@ -108,6 +127,12 @@ def main(argv=None) -> int:
             return 1
         except SignalException as exc:
             sig = exc.sigval
+            saved = _preempted(argv)
+            if saved is not None:
+                print(f'the launcher received {sig.name}: every rank stopped after iteration {saved[0]} and '
+                      f'{saved[1]} was saved (exit code {PREEMPTED_EXIT_CODE}: continue with --resume).',
+                      file=sys.stderr, flush=True)
+                return PREEMPTED_EXIT_CODE
             print(f'ERROR: the launcher received {sig.name}: every rank was stopped.', file=sys.stderr, flush=True)
             return 128 + int(sig)
         except Exception as exc:  # noqa: BLE001
