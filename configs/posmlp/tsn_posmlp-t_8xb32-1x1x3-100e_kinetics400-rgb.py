@@ -5,7 +5,7 @@
 _base_ = ['mmaction::recognition/tsn/tsn_imagenet-pretrained-r50_8xb32-1x1x3-100e_kinetics400-rgb.py',
           '../_base_/runner.py']
 
-pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
+pretrained = 'checkpoints/PosMLP_T.pth'  # the official file, saved by hand (configs/posmlp/README.md)
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -15,5 +15,5 @@ model = dict(
             arch='tiny',
             out_indices=(3, ),
             drop_path_rate=0.1,
-            init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.'))),
+            init_cfg=dict(type='Pretrained', checkpoint=pretrained))),
     cls_head=dict(in_channels=768))
