@@ -514,3 +514,27 @@ def test_an_official_video_checkpoint_under_its_official_name_loads_converted(tm
     model = PosMLPVideo(**official_cfg_to_ours(json.loads(vector['arch_json'])))
     load_state_dict_checked(model, backbone, source=path)  # every key in place, none left over
     assert torch.equal(state['cls_head.fc_cls.weight'], vector['state_dict']['head.weight'])
+
+
+def test_mmengines_http_scheme_checks_the_hash_and_gives_up_in_bounded_time(server, hub, monkeypatch):
+    """``CheckpointLoader`` with our loaders registered (``load_from``, stock Inferencers): the same download."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()
+    body, _, state = _wavemlp_official()
+    good = _named_with_hash('wavemlp-toy_3rdparty_in1k', body)
+    server.files[good] = body
+    loaded = CheckpointLoader.load_checkpoint(server.url(good), map_location='cpu')
+    assert torch.equal(loaded['state_dict'][next(iter(state))], state[next(iter(state))])
+    assert _cache_files(hub) == [good]
+    tampered = good.replace('toy', 'tampered')
+    server.files[tampered] = body[:-40] + bytes([body[-40] ^ 1]) + body[-39:]
+    with pytest.raises(download.DownloadError, match='SHA-256'):
+        CheckpointLoader.load_checkpoint(server.url(tampered), map_location='cpu')
+    server.files['slow.pth'] = body
+    server.modes['slow.pth'] = 'never'
+    monkeypatch.setenv(download.TIMEOUT_ENV, '0.3')
+    with pytest.raises(download.DownloadError, match='no data within 0.3 s'):
+        CheckpointLoader.load_checkpoint(server.url('slow.pth'), map_location='cpu')
+    assert _cache_files(hub) == [good]

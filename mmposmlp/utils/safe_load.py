@@ -666,26 +666,15 @@ def _load_from_local(filename, map_location):
 
 
 def _load_from_http(filename, map_location, model_dir=None, progress=True):
-    """mmengine's ``load_from_http`` (download once into torch's hub cache), then a data-only load."""
-    from mmengine.dist import barrier, get_dist_info
-    from torch.hub import download_url_to_file, get_dir
-    rank, world_size = get_dist_info()
-    model_dir = model_dir or osp.join(get_dir(), 'checkpoints')
-    cached = osp.join(model_dir, osp.basename(filename.split('?')[0]))
+    """mmengine's ``load_from_http`` made safe: downloaded once into torch's hub cache with a bounded wait and
+    the published hash checked (:func:`mmposmlp.utils.download.fetch`), then a data-only load."""
+    from .download import fetch
+    trusted = True if is_trusted(filename) else None
 
-    def fetch():
-        if not osp.isfile(cached):
-            os.makedirs(model_dir, exist_ok=True)
-            download_url_to_file(filename, cached, None, progress=progress)
+    def load(path):
+        return load_checkpoint(path, map_location, source=filename, trusted=trusted)
 
-    if rank == 0:
-        fetch()
-    if world_size > 1:
-        barrier()
-        if rank > 0:
-            fetch()
-    ckpt = load_checkpoint(cached, map_location, source=filename, trusted=True if is_trusted(filename) else None)
-    return drop_config_text(ckpt, filename)
+    return drop_config_text(fetch(filename, load), filename)
 
 
 def register_mmengine_loaders() -> None:
