@@ -2,7 +2,7 @@
 ``Iterations``, ``Training Resources``, ``Training Techniques``), and the measured params/FLOPs of
 ``docs/model_zoo.md`` (written by ``tools/analysis/complexity.py``).
 
-Used by the metafile generator of the paper-table configs (``tools/misc/paper_table_metafiles.py``) and
+Used by the metafile generator of the paper-table configs (``.dev_scripts/paper_table_metafiles.py``) and
 by the tests that check every metafile against its config.
 """
 import os.path as osp

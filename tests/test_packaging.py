@@ -98,7 +98,7 @@ def test_metafiles_list_every_config_and_only_existing_ones():
     shipped = set(shipped_configs())
     missing = sorted(shipped - set(listed))
     assert not missing, ('configs without a metafile entry (add one to configs/<family>/metafile.yml; for '
-                         f'configs/<family>/paper_tables/, one row to tools/misc/paper_table_metafiles.py): {missing}')
+                         f'configs/<family>/paper_tables/, one row to .dev_scripts/paper_table_metafiles.py): {missing}')
     dup = sorted({c for c in listed if listed.count(c) > 1})
     assert not dup, f'configs listed twice: {dup}'
 
@@ -185,7 +185,7 @@ def test_metafile_training_metadata_matches_the_configs():
 
 
 def _paper_table_generator():
-    return load_tool('tools', 'misc', 'paper_table_metafiles.py')
+    return load_tool('.dev_scripts', 'paper_table_metafiles.py')
 
 
 def test_paper_table_metafiles_carry_their_rows_as_reported():
@@ -218,7 +218,7 @@ def test_paper_table_metafiles_are_what_the_generator_writes():
     """The generated files are up to date with the rows, the configs and docs/model_zoo.md (parses the 62
     configs: ~40 s)."""
     stale = _paper_table_generator().write_metafiles(check=True)
-    assert not stale, f'out of date: {stale}; run python tools/misc/paper_table_metafiles.py'
+    assert not stale, f'out of date: {stale}; run python .dev_scripts/paper_table_metafiles.py'
 
 
 ZOO_SAMPLE = ('configs/cpvt/paper_tables/cpvt-ti-posnone_8xb128_in1k.py',
@@ -670,7 +670,7 @@ def test_each_librarys_own_train_py_trains_a_user_config_inheriting_mmposmlp(lib
 # ----------------------------------------------------------------------------------------------------------------
 
 def _pure_python_generator():
-    return load_tool('tools', 'misc', 'make_pure_python_configs.py')
+    return load_tool('.dev_scripts', 'make_pure_python_configs.py')
 
 
 def _own_type_names(obj):
@@ -703,7 +703,7 @@ def test_pure_python_configs_are_the_text_configs():
         lazy = Config.fromfile(path)
         assert isinstance(lazy._cfg_dict.model.backbone.type, type), (mod, lazy._cfg_dict.model.backbone.type)
         got, want = _own_type_names(lazy.to_dict()), _own_type_names(Config.fromfile(osp.join(ROOT, src)).to_dict())
-        assert got == want, (f'{mod} differs from {src}: run python tools/misc/make_pure_python_configs.py',
+        assert got == want, (f'{mod} differs from {src}: run python .dev_scripts/make_pure_python_configs.py',
                              sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k)))
 
 
