@@ -136,7 +136,7 @@ class PosMLPBlock(nn.Module):
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, layout=None) -> torch.Tensor:
-        y = self.gate.forward_mlp(self.norm(x), self.fc1, self.act, self.fc2, layout)  # fc2(gate(act(fc1(.))))
+        y = self.gate.forward_mlp(x, self.fc1, self.act, self.fc2, layout, norm=self.norm)  # fc2(gate(act(fc1(LN x))))
         return x + self.drop_path(self.drop(y))
 
 
