@@ -261,7 +261,8 @@ def test_module_profile_of_a_training_step(tiny_cfg, tmp_path):
     times = MP.time_by_module(step, built.module, warmup=1)
     blocks = times['backbone.stages.0.blocks.*']
     assert blocks['forward'] > 0 and blocks['backward'] > 0
-    assert blocks.get('forward/FC GEMM', 0) > 0 and 'backbone.patch_embed' in times and 'head' in times
+    assert blocks.get('forward/FC GEMM', 0) > 0 and 'backbone.patch_embed' in times
+    assert any(u.startswith('head') for u in times)
     saved = MP.saved_bytes_by_module(step.loss, built.module)
     assert saved['backbone.stages.0.blocks.*'] > 0
     md = MP.markdown(times, saved)

@@ -9,8 +9,9 @@
   once (views of one storage count once); parameters saved by reference are not counted.
 
 Module names are folded into units (``blocks.<j>`` -> ``blocks.*``, heads and necks to their top
-module), so a table has one row per stem, stage's blocks (and their sub-modules), patch merging,
-neck and head.
+module), so a table has one row per stem, stage's blocks (and their composite sub-modules: Swin's
+attention and FFN; a block's norms, FCs and activation are leaves, counted in the block), patch
+merging, neck and head.
 """
 import re
 from collections import defaultdict
@@ -23,8 +24,7 @@ import torch.nn as nn
 _KIND_RULES = (
     ('bmm', 'batched matmul (token mixing / attention)'),
     ('conv', 'convolution'),
-    ('addmm', 'FC GEMM'), ('linear', 'FC GEMM'), ('mm', 'FC GEMM'),
-    ('matmul', 'batched matmul (token mixing / attention)'),
+    ('addmm', 'FC GEMM'), ('linear', 'FC GEMM'), ('matmul', 'other'), ('mm', 'FC GEMM'),  # matmul: by its children
     ('norm', 'norm'),
     ('gelu', 'activation / softmax'), ('softmax', 'activation / softmax'), ('relu', 'activation / softmax'),
     ('sigmoid', 'activation / softmax'),
@@ -36,6 +36,10 @@ _KIND_RULES = (
     ('unbind', 'layout: copies, gathers, pads'), ('permute', 'layout: copies, gathers, pads'),
     ('add', 'element-wise'), ('mul', 'element-wise'), ('sub', 'element-wise'), ('div', 'element-wise'),
     ('fill', 'element-wise'), ('where', 'element-wise'), ('sum', 'element-wise'), ('mean', 'element-wise'),
+    ('masked', 'element-wise'), ('exp', 'element-wise'), ('neg', 'element-wise'),
+    ('view', 'views and other bookkeeping'), ('reshape', 'views and other bookkeeping'),
+    ('expand', 'views and other bookkeeping'), ('transpose', 'views and other bookkeeping'),
+    ('empty', 'views and other bookkeeping'), ('detach', 'views and other bookkeeping'),
 )
 _BACKWARD_PREFIX = 'autograd::engine::evaluate_function: '
 _RANGE_PREFIX = 'module::'
@@ -73,6 +77,10 @@ class _ModuleTracker:
         self._use_ranges = ranges
         self._handles = []
         for name, module in model.named_modules():
+            if '.blocks.' in name and not any(True for _ in module.children()):
+                # leaves inside a block (its norms, FCs, activation) are not hooked: a block's fused
+                # path calls them as modules only when they carry no hooks, so a hook would change it
+                continue
             self._handles.append(module.register_forward_pre_hook(self._enter(name)))
             self._handles.append(module.register_forward_hook(self._exit(), always_call=True))
 
@@ -133,17 +141,28 @@ def time_by_module(step: Callable[[], None], model: nn.Module, warmup: int = 1) 
             if ev.cpu_parent is not None and ev.cpu_parent.name.startswith(_BACKWARD_PREFIX):
                 continue  # nested (not expected): counted in its parent
             unit = unit_of(node_module.get(ev.sequence_nr, '(unattributed backward)'))
-            kind = op_kind(ev.name[len(_BACKWARD_PREFIX):])
-            sec = ev.cpu_time_total / 1e6
-            out[unit]['backward'] += sec
-            out[unit]['backward/' + kind] += sec
+            out[unit]['backward'] += ev.cpu_time_total / 1e6
+            _charge(out[unit], 'backward/', ev)
         elif not ev.name.startswith(_RANGE_PREFIX) and ev.cpu_parent is not None \
                 and ev.cpu_parent.name.startswith(_RANGE_PREFIX):
             unit = unit_of(ev.cpu_parent.name[len(_RANGE_PREFIX):])  # a top-level op of that module
-            sec = ev.cpu_time_total / 1e6
-            out[unit]['forward'] += sec
-            out[unit]['forward/' + op_kind(ev.name)] += sec
+            out[unit]['forward'] += ev.cpu_time_total / 1e6
+            _charge(out[unit], 'forward/', ev)
     return {u: dict(v) for u, v in out.items()}
+
+
+def _charge(bucket: Dict[str, float], prefix: str, ev) -> None:
+    """Add ``ev``'s time to ``bucket[prefix + kind]``; a backward node or an operator of no known kind
+    (a custom autograd function, a composite op) is split into its child operators' kinds."""
+    name = ev.name[len(_BACKWARD_PREFIX):] if ev.name.startswith(_BACKWARD_PREFIX) else ev.name
+    kind = op_kind(name)
+    children = [c for c in ev.cpu_children if not c.name.startswith(_RANGE_PREFIX)]
+    if children and (kind == 'other' or ev.name.startswith(_BACKWARD_PREFIX)):
+        for c in children:
+            _charge(bucket, prefix, c)
+        bucket[prefix + kind] += ev.self_cpu_time_total / 1e6
+    else:
+        bucket[prefix + kind] += ev.cpu_time_total / 1e6
 
 
 def saved_bytes_by_module(step_forward: Callable[[], torch.Tensor], model: nn.Module) -> Dict[str, int]:

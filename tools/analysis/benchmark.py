@@ -193,10 +193,10 @@ def run(args):
                         f"{report['machine'].get('cuda') or report['machine']['cpu']}\n{table}\n")
             print(f'profile of {built[0].spec.name} written to {args.profile}')
         del steps
-    if args.module_profile:
-        _module_profile(args, built, shape)
     else:
         rows = [dict(name=b.spec.name) for b in built]
+    if args.module_profile:
+        _module_profile(args, built, shape)
     if args.per_gflop:
         for r, b in zip(rows, built):
             if b.spec.compile:
@@ -228,7 +228,7 @@ def _print_rows(rows, args, shape):
     threads = f' | {args.threads} thread(s)' if args.threads else ''
     print(f"\n{STEP_TEXT[args.mode]} | {args.amp}{fmt} | {args.device}{threads} | input {tuple(shape)} | "
           f"{args.iters} rounds, medians")
-    head = f"{'candidate':40s} {'measured':40s} {'median s':>9s} {unit:>9s} {'ratio*':>7s}"
+    head = f"{'candidate':36s} {'measured':44s} {'median s':>9s} {unit:>9s} {'ratio*':>7s}"
     extra_g = any('gflops' in r for r in rows)
     if extra_g:
         head += f" {'GFLOPs':>8s} {'GFLOP/s':>8s}"
@@ -237,7 +237,7 @@ def _print_rows(rows, args, shape):
     print(head)
     first_mem = rows[0].get('memory', {}).get('peak_mib') if rows else None
     for r in rows:
-        line = f"{r['name'][:40]:40s} {r.get('measured', '')[:40]:40s}"
+        line = f"{r['name'][:36]:36s} {r.get('measured', '')[:44]:44s}"
         if 'median_s' in r:
             line += f" {r['median_s']:9.4f} {r['throughput']:9.2f} {r['first_over_this']:7.3f}"
         else:

@@ -18,7 +18,7 @@ from .base import ChannelsLastStagesMixin
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.grouped_conv import GroupedConv2d
 from ..layers.norms import channels_first_norm_cfg
-from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
+from ..layers.windows import map_layout, to_tuple
 
 
 class ConvPatchEmbed(nn.Sequential):
@@ -143,7 +143,7 @@ class PosMLPBlock(nn.Module):
 class PosMLPStage(nn.Module):
     """ConvPM (except stage 0) + blocks on windows. Pads to the window multiple, masks the
     padding (and the shifted-window seams), crops back. Channels-last ``(B, H, W, C)`` in and
-    out (the output may be a cropped view)."""
+    out (the output is contiguous)."""
 
     def __init__(self, in_channels: int, embed_dims: int, depth: int, window, shift_size,
                  downsample: bool, block_kwargs: Sequence[dict], norm_cfg: dict, with_cp: bool = False,
@@ -164,24 +164,22 @@ class PosMLPStage(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.downsample is not None:
             x = self.downsample(x)
-        valid = tuple(x.shape[1:3])
-        x = pad_to_multiple(x, self.window)
         layouts = {}
         current, windows = None, None
         for block in self.blocks:
             shift = self.shift_size if block.shift else (0, 0)
             if shift not in layouts:
-                layouts[shift] = make_layout(x, valid, self.window, shift)
+                layouts[shift] = map_layout(x, self.window, shift)
             layout = layouts[shift]
-            if current is None:
-                windows, current = layout.partition(x), layout
+            if current is None:  # padding and partition in one scatter
+                windows, current = layout.partition_map(x), layout
             elif layout is not current:
                 windows, current = current.convert(windows, layout), layout
             if self.with_cp and windows.requires_grad:
                 windows = cp.checkpoint(block, windows, layout, use_reentrant=False)
             else:
                 windows = block(windows, layout)
-        return crop(current.reverse(windows), valid)
+        return current.reverse_map(windows)  # reverse and crop in one gather: contiguous for ConvPM
 
 
 @MODELS.register_module()
