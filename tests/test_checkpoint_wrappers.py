@@ -62,7 +62,7 @@ def test_wrapper_errors_name_the_problem():
 # --------------------------------------------------------------------------- Wave-MLP CLI
 def test_wavemlp_cli_whole_mmdet_checkpoint(tmp_path):
     """An official fork_feat detector file: the backbone is converted, neck/heads kept by name."""
-    from mmposmlp.models.backbones.wave_mlp import convert_official_wavemlp
+    from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp
     d = torch.load(osp.join(DATA, 'wavemlp_bn.pt'), weights_only=True)
     backbone = {k: v for k, v in d['state_dict'].items() if not k.startswith(('head.', 'norm.'))}
     for i in (0, 2, 4, 6):
@@ -107,7 +107,8 @@ def test_pcpvt_cli_refuses_unknown_keys_unless_ignored(tmp_path):
 
 def test_pcpvt_init_cfg_prefers_ema_deit_wrapper(tmp_path):
     """Twins writes DeiT-style files ({'model', 'model_ema', ...}): init_cfg takes model_ema."""
-    from mmposmlp.models.backbones.pvt_peg import PVTPEG, convert_pcpvt
+    from mmposmlp.models.backbones.pvt_peg import PVTPEG
+    from mmposmlp.models.converters.pvt_peg import convert_pcpvt
     d = torch.load(osp.join(DATA, 'pcpvt.pt'), weights_only=True)
     a = json.loads(d['arch_json'])
     arch = dict(embed_dims=a['embed_dims'], depths=a['depths'], num_heads=a['num_heads'],

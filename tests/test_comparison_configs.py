@@ -151,7 +151,7 @@ def test_semantic_fpn_swin_is_mmsegs_swin_on_the_wavemlp_fpn_recipe(size, upstre
 def test_mmdets_retinanet_pvt_l_is_our_pvt_v1_large():
     """Table 3's RetinaNet PVT-Large row points to mmdet's config: its PVT v1 backbone loads strictly into our
     dense PVT-large (mmdet's layout, converted), so the row needs no copy of ours; 71.10M = the printed 71.1M."""
-    from mmposmlp.models.backbones.pvt_peg import convert_pcpvt
+    from mmposmlp.models.converters.pvt_peg import convert_pcpvt
     theirs, _ = build_model_from_cfg(_upstream('mmdet', 'pvt/retinanet_pvt-l_fpn_1x_coco.py'))
     cfg = _cfg('retinanet_pvt-m_fpn_1x_coco.py', CPVT_TABLES)
     cfg.model.backbone.arch = 'large'

@@ -5,7 +5,8 @@ import os.path as osp
 import torch
 import torch.nn.functional as F
 
-from mmposmlp.models.backbones.wave_mlp import WaveMLP, convert_official_wavemlp
+from mmposmlp.models.backbones.wave_mlp import WaveMLP
+from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp
 
 DATA = osp.join(osp.dirname(osp.abspath(__file__)), 'data')
 

@@ -123,7 +123,7 @@ def test_hard_distillation_step_equals_the_hand_computed_loss(tmp_path, augments
 
 
 def test_soft_distillation_is_deits_kl_at_temperature_tau():
-    from mmposmlp.models.classifiers.distillation import DeiTDistillationHead
+    from mmposmlp.models.heads.deit_distillation import DeiTDistillationHead
     head = DeiTDistillationHead(num_classes=7, in_channels=8, distill_type='soft', alpha=0.3, tau=3.0)
     g = torch.Generator().manual_seed(0)
     s, t = torch.randn(5, 7, generator=g, dtype=torch.float64), torch.randn(5, 7, generator=g, dtype=torch.float64)

@@ -4,7 +4,8 @@ import os
 import pytest
 import torch
 
-from mmposmlp.models.backbones.gmlp import GMLP, convert_timm_gmlp
+from mmposmlp.models.backbones.gmlp import GMLP
+from mmposmlp.models.converters.gmlp import convert_timm_gmlp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLES = os.path.join(ROOT, 'configs', 'posmlp', 'paper_tables')

@@ -12,8 +12,9 @@ import os.path as osp
 import pytest
 import torch
 
-from mmposmlp.models.backbones.lvt import (LVT, LVTClassAttentionHead, convert_official_lvt,
-                                           official_lvt_kwargs)
+from mmposmlp.models.backbones.lvt import LVT
+from mmposmlp.models.converters.lvt import convert_official_lvt, official_lvt_kwargs
+from mmposmlp.models.heads import LVTClassAttentionHead
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from toolcfg import load_tool
 

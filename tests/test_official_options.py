@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from mmposmlp.models.backbones.posmlp import (PosMLP, convert_official_posmlp, official_arch_to_ours,
-                                               official_convert_kwargs)
+from mmposmlp.models.backbones.posmlp import PosMLP
+from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours, official_convert_kwargs
 
 from toolcfg import load_tool
 
@@ -176,8 +176,8 @@ def _video_cases():
 
 @pytest.mark.parametrize('name', _video_cases())
 def test_posmlp_video_official_option_parity(name):
-    from mmposmlp.models.backbones.posmlp_video import (PosMLPVideo, convert_official_posmlp_video,
-                                                        official_cfg_to_ours)
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
+    from mmposmlp.models.converters.posmlp_video import convert_official_posmlp_video, official_cfg_to_ours
     d = _load('posmlp_video_options.pt')
     case = d['cases'][name]
     cfg = json.loads(case['arch_json'])
@@ -194,11 +194,13 @@ def test_posmlp_video_official_option_parity(name):
             assert (out - ref).abs().max() < 1e-8, name
     if name == 'transition_identity':
         assert backbone.stages[2].downsample is None
-        assert [f['reduction'] for f in backbone.feature_info] == [4, 8, 8, 16]
+        every_stage = PosMLPVideo(**{**official_cfg_to_ours(cfg), 'out_indices': (0, 1, 2, 3)})
+        assert [f['reduction'] for f in every_stage.feature_info] == [4, 8, 8, 16]
 
 
 def test_posmlp_video_unknown_official_options_are_refused():
-    from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, official_cfg_to_ours
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
+    from mmposmlp.models.converters.posmlp_video import official_cfg_to_ours
     cfg = json.loads(_load('posmlp_video_options.pt')['cases']['shift_true']['arch_json'])
     cfg['POSMLP_VIDEO']['MLP_RATIO'] = 4
     with pytest.raises(ValueError, match='MLP_RATIO'):
@@ -210,7 +212,8 @@ def test_posmlp_video_unknown_official_options_are_refused():
 # ---------------------------------------------------------------------- Wave-MLP
 @pytest.mark.parametrize('name', list(_load('wavemlp_options.pt')['cases']))
 def test_wavemlp_official_option_parity(name):
-    from mmposmlp.models.backbones.wave_mlp import WaveMLP, convert_official_wavemlp, official_arch_to_ours
+    from mmposmlp.models.backbones.wave_mlp import WaveMLP
+    from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp, official_arch_to_ours
     d = _load('wavemlp_options.pt')
     case = d['cases'][name]
     arch = json.loads(case['arch_json'])
@@ -239,7 +242,7 @@ def test_wavemlp_official_option_parity(name):
     ('not_an_option', 1, 'not_an_option'),
 ])
 def test_wavemlp_unsupported_official_options_are_refused(option, value, words):
-    from mmposmlp.models.backbones.wave_mlp import official_arch_to_ours
+    from mmposmlp.models.converters.wave_mlp import official_arch_to_ours
     arch = dict(layers=[1, 1, 1, 1], embed_dims=[8, 16, 16, 32], transitions=[True] * 4, mlp_ratios=[2] * 4)
     arch[option] = value
     with pytest.raises(ValueError, match=words):
@@ -249,7 +252,8 @@ def test_wavemlp_unsupported_official_options_are_refused(option, value, words):
 # ---------------------------------------------------------------------- Twins PCPVT (CPVTV2)
 @pytest.mark.parametrize('name', list(_load('pcpvt_options.pt')['cases']))
 def test_pcpvt_official_option_parity(name):
-    from mmposmlp.models.backbones.pvt_peg import PVTPEG, convert_pcpvt, convert_pcpvt_head, official_arch_to_ours
+    from mmposmlp.models.backbones.pvt_peg import PVTPEG
+    from mmposmlp.models.converters.pvt_peg import convert_pcpvt, convert_pcpvt_head, official_arch_to_ours
     d = _load('pcpvt_options.pt')
     case = d['cases'][name]
     arch = json.loads(case['arch_json'])
@@ -276,7 +280,7 @@ def test_pcpvt_official_option_parity(name):
     ('not_an_option', 1, 'not_an_option'),
 ])
 def test_pcpvt_unsupported_official_options_are_refused(option, value, words):
-    from mmposmlp.models.backbones.pvt_peg import official_arch_to_ours
+    from mmposmlp.models.converters.pvt_peg import official_arch_to_ours
     with pytest.raises(ValueError, match=words):
         official_arch_to_ours({option: value})
 

@@ -110,7 +110,7 @@ def test_in_graph_layouts_equal_cached_layouts(shift):
     """The export form (masks, padding and shift computed from the size) gives the eager model's
     outputs at sizes with and without padding, one and several windows per axis."""
     from mmposmlp.models.backbones.posmlp import PosMLP
-    from mmposmlp.models.layers.windows import force_in_graph_layouts
+    from mmposmlp.models.layers.export_mode import export_mode
     torch.manual_seed(0)
     arch = dict(embed_dims=[16, 32, 64, 128], depths=[2, 2, 2, 2], groups=[2, 4, 4, 8], mlp_ratios=[2, 2, 2, 2],
                 window_sizes=[4, 4, 4, 2])
@@ -120,10 +120,26 @@ def test_in_graph_layouts_equal_cached_layouts(shift):
         x = torch.randn(2, 3, *hw, dtype=torch.float64)
         with torch.no_grad():
             ref = model(x)
-            with force_in_graph_layouts():
+            with export_mode(model):
                 got = model(x)
         for a, b in zip(ref, got):
             assert (a - b).abs().max() < 1e-12, (hw, shift)
+
+
+def test_export_mode_is_held_by_the_model_not_the_process():
+    """The exporter's mode is set on one model's modules and restored after; another model is untouched."""
+    from mmposmlp.models.backbones.posmlp import PosMLP
+    from mmposmlp.models.layers.export_mode import ExportModeMixin, export_mode
+    arch = dict(embed_dims=[8, 16, 32, 64], depths=[1, 1, 1, 1], groups=[2, 2, 4, 4], window_sizes=[4, 4, 2, 2])
+    exported, other = PosMLP(arch=arch), PosMLP(arch=arch)
+
+    def modes(model):
+        return {m.export_mode for m in model.modules() if isinstance(m, ExportModeMixin)}
+
+    assert len([m for m in exported.modules() if isinstance(m, ExportModeMixin)]) > 4  # stages, units, mixings
+    with export_mode(exported):
+        assert modes(exported) == {True} and modes(other) == {False}
+    assert modes(exported) == {False}
 
 
 def test_in_graph_masks_equal_cached_masks():
@@ -165,7 +181,7 @@ def test_in_graph_masks_equal_cached_masks():
 
 def test_video_in_graph_layouts_equal_cached_layouts():
     from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
-    from mmposmlp.models.layers.windows import force_in_graph_layouts
+    from mmposmlp.models.layers.export_mode import export_mode
     torch.manual_seed(0)
     arch = dict(embed_dims=[8, 16, 32, 64], depths=[1, 1, 1, 1], groups=[2, 2, 4, 4], mlp_ratio=2,
                 window_sizes=[[4, 4, 4], [4, 4, 4], [4, 4, 4], [4, 2, 2]])
@@ -175,7 +191,7 @@ def test_video_in_graph_layouts_equal_cached_layouts():
         x = torch.randn(1, 3, 6, 40, 50, dtype=torch.float64)
         with torch.no_grad():
             ref = model(x)
-            with force_in_graph_layouts():
+            with export_mode(model):
                 got = model(x)
         assert (ref - got).abs().max() < 1e-12, block_type
 

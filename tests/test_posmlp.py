@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from mmposmlp.models.backbones.posmlp import PosMLP, convert_official_posmlp, official_arch_to_ours
+from mmposmlp.models.backbones.posmlp import PosMLP
+from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from mmposmlp.models.layers import gating
 from mmposmlp.models.layers.gating import GATE_TYPES, PositionalGatingUnit

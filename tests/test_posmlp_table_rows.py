@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from mmposmlp.analysis.complexity import count_flops, count_params
-from mmposmlp.models.backbones.posmlp import (LinearPatchEmbed, LinearPatchMerging, PosMLP,
-                                               convert_official_posmlp, official_arch_to_ours)
+from mmposmlp.models.backbones.posmlp import LinearPatchEmbed, LinearPatchMerging, PosMLP
+from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours
 from mmposmlp.models.layers.gating import PositionalGatingUnit
 from mmposmlp.testing import build_model_from_cfg
 
@@ -109,10 +109,13 @@ def test_linear_patch_embed_is_a_patch_conv_and_norm():
 def test_patch_size_sets_the_strides():
     model = PosMLP(dict(TINY, window_sizes=[14, 7, 4, 2]), patch_embed_cfg=dict(type='linear', patch_size=16),
                    out_indices=(0, 3))
-    assert [f['reduction'] for f in model.feature_info] == [16, 32, 64, 128]
+    assert [f['reduction'] for f in model.feature_info] == [16, 128]  # the returned outputs'
+    every_stage = PosMLP(dict(TINY, window_sizes=[14, 7, 4, 2]), patch_embed_cfg=dict(type='linear', patch_size=16),
+                         out_indices=(0, 1, 2, 3))
+    assert [f['reduction'] for f in every_stage.feature_info] == [16, 32, 64, 128]
     with torch.no_grad():
         assert [tuple(o.shape[2:]) for o in model(torch.randn(1, 3, 224, 224))] == [(14, 14), (2, 2)]
-    assert [f['reduction'] for f in PosMLP(TINY).feature_info] == [4, 8, 16, 32]
+    assert [f['reduction'] for f in PosMLP(TINY, out_indices=(0, 1, 2, 3)).feature_info] == [4, 8, 16, 32]
 
 
 @pytest.mark.parametrize('kwargs,match', [
@@ -195,7 +198,7 @@ def test_table2_gmlp_b_config_builds_the_base_arch():
 def test_timm_gmlp_b16_224_converts_exactly_fp64():
     """timm's gMLP-B (SGU) with random weights, converted: same parameter count and logits (fp64)."""
     timm = pytest.importorskip('timm')
-    from mmposmlp.models.backbones.gmlp import convert_timm_gmlp
+    from mmposmlp.models.converters.gmlp import convert_timm_gmlp
     from mmpretrain.registry import MODELS
     from mmengine.registry import DefaultScope
     torch.manual_seed(0)

@@ -7,8 +7,9 @@ import warnings
 import pytest
 import torch
 
-from mmposmlp.models.backbones.posmlp_video import (BLOCK_TYPES, PosMLPVideo, convert_official_posmlp_video,
-                                                    inflate_image_state_dict, official_cfg_to_ours)
+from mmposmlp.models.backbones.posmlp_video import BLOCK_TYPES, PosMLPVideo
+from mmposmlp.models.converters.posmlp_video import (convert_official_posmlp_video, inflate_image_state_dict,
+                                                     official_cfg_to_ours)
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from mmposmlp.models.layers.gating import PositionalGatingUnit
 from mmposmlp.models.layers.relative_position import infer_window, relative_position_index

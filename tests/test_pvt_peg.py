@@ -5,7 +5,8 @@ import os.path as osp
 import pytest
 import torch
 
-from mmposmlp.models.backbones.pvt_peg import PVTPEG, convert_pcpvt
+from mmposmlp.models.backbones.pvt_peg import PVTPEG
+from mmposmlp.models.converters.pvt_peg import convert_pcpvt
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from mmposmlp.registry import MODELS
 from toolcfg import load_tool

@@ -15,8 +15,9 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from mmposmlp.models.backbones.pvt_peg import (PVTPEG, convert_pcpvt, convert_pcpvt_head, detect_pcpvt_layout,
-                                               official_pvt_v1_arch_to_ours)
+from mmposmlp.models.backbones.pvt_peg import PVTPEG
+from mmposmlp.models.converters.pvt_peg import (convert_pcpvt, convert_pcpvt_head, detect_pcpvt_layout,
+                                                official_pvt_v1_arch_to_ours)
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from toolcfg import load_tool
 

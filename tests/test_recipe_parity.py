@@ -130,7 +130,7 @@ def _build(family):
     cfg.model.pop('init_cfg', None)
     official_state, convert = None, None
     if family == 'posmlp':
-        from mmposmlp.models.backbones.posmlp import convert_official_posmlp, official_arch_to_ours
+        from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours
         d = _vector('posmlp_ggqpe')
         arch = json.loads(d['arch_json'])
         cfg.model.backbone.update(official_arch_to_ours(arch))
@@ -143,7 +143,7 @@ def _build(family):
                     for k, v in out.items()}
         size = (224, 224)
     elif family == 'wavemlp':
-        from mmposmlp.models.backbones.wave_mlp import convert_official_wavemlp
+        from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp
         d = _vector('wavemlp_bn')
         a = json.loads(d['arch_json'])
         cfg.model.backbone.arch = dict(depths=a['layers'], embed_dims=a['embed_dims'],
@@ -175,7 +175,7 @@ def _build(family):
         cfg.model.head.update(num_classes=10, in_channels=32)
         size = (64, 64)
     elif family == 'lvt':
-        from mmposmlp.models.backbones.lvt import convert_official_lvt, official_lvt_kwargs
+        from mmposmlp.models.converters.lvt import convert_official_lvt, official_lvt_kwargs
         case = _vector('lvt_options')['cases']['cls_r3']
         a = json.loads(case['arch_json'])
         a.pop('kind')

@@ -56,7 +56,7 @@ def slowfast_decays(state):
 
 def _build():
     from mmengine.config import Config
-    from mmposmlp.models.backbones.posmlp_video import convert_official_posmlp_video, official_cfg_to_ours
+    from mmposmlp.models.converters.posmlp_video import convert_official_posmlp_video, official_cfg_to_ours
     from mmposmlp.testing import build_model_from_cfg
     vec = torch.load(osp.join(ROOT, 'tests', 'data', 'posmlp_video.pt'), weights_only=True)
     arch = json.loads(vec['arch_json'])

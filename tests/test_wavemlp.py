@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from mmposmlp.models.backbones.wave_mlp import (WaveMLP, convert_official_wavemlp,
-                                                is_official_wavemlp)
+from mmposmlp.models.backbones.wave_mlp import WaveMLP
+from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp, is_official_wavemlp
 from mmposmlp.models.checkpoints import CheckpointMismatchError
 from mmposmlp.models.layers.patm import PATM
 from toolcfg import load_tool

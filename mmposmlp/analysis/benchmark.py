@@ -274,13 +274,13 @@ def convert_reference_to_ours(official: nn.Module, family: str) -> Dict[str, tor
     """Official state dict -> keys of our mmpretrain ``ImageClassifier`` (backbone.* / head.fc.*)."""
     sd = official.state_dict()
     if family == 'posmlp':
-        from mmposmlp.models.backbones.posmlp import convert_official_posmlp
+        from mmposmlp.models.converters.posmlp import convert_official_posmlp
         conv = convert_official_posmlp(sd)
         return {('head.fc.' + k[5:]) if k.startswith('head.') else 'backbone.' + k: v for k, v in conv.items()}
     if family == 'wavemlp':
-        from mmposmlp.models.backbones.wave_mlp import convert_official_wavemlp
+        from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp
         return convert_official_wavemlp(sd)
-    from mmposmlp.models.backbones.pvt_peg import convert_pcpvt, convert_pcpvt_head
+    from mmposmlp.models.converters.pvt_peg import convert_pcpvt, convert_pcpvt_head
     out = {'backbone.' + k: v for k, v in convert_pcpvt(sd).items()}
     out.update({'head.' + k: v for k, v in convert_pcpvt_head(sd).items()})
     return out

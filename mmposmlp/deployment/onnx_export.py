@@ -22,7 +22,8 @@ maintained exporter since torch 2.9 - the TorchScript exporter is deprecated). D
 and width (and frames) are ``torch.export`` dims: a model whose Python code branches on the
 input size would be specialised, so such models are refused with one sentence
 (:data:`DYNAMIC_REFUSALS`). The PosMLP family builds its padding, shifts and window masks in the
-graph while exporting (``mmposmlp.models.layers.windows.InGraphWindowLayout``).
+graph while exporting (``mmposmlp.models.layers.windows.InGraphWindowLayout``): the exporter puts the
+model in its export mode (``mmposmlp.models.layers.export_mode.export_mode``) for the export.
 """
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -31,6 +32,7 @@ import torch
 import torch.nn as nn
 
 from mmposmlp.engine.entry import UserError
+from mmposmlp.models.layers.export_mode import export_mode
 
 #: backbone / neck / head class name -> the one sentence saying why it exports with static shapes only
 DYNAMIC_REFUSALS: Dict[str, str] = {
@@ -211,7 +213,7 @@ def export_onnx(path: str, model: nn.Module, example: torch.Tensor, part: str = 
         # solver cannot prove (e.g. "the padded size is >= the size") are accepted as guards
         axes = (2, 3, 4) if video else (2, 3)
         dynamic_shapes = {'x': {a: torch.export.Dim.DYNAMIC for a in axes}}
-    with torch.no_grad():
+    with torch.no_grad(), export_mode(model):  # the model's export form (window layouts built in the graph)
         try:
             program = torch.onnx.export(wrapper, (example, ), dynamo=True, input_names=['input'],
                                         output_names=names, dynamic_shapes=dynamic_shapes, opset_version=opset,

@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, osp.join(osp.dirname(osp.abspath(__file__)), '..', '..'))
-from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, _maybe_convert_official  # noqa: E402
+from mmposmlp.models.backbones.posmlp_video import PosMLPVideo  # noqa: E402
+from mmposmlp.models.converters.posmlp_video import checkpoint_filter_fn  # noqa: E402
 from mmposmlp.models.checkpoints import load_pretrained  # noqa: E402
 
 
@@ -94,7 +95,7 @@ def main(argv=None):
     if args.checkpoint == 'random':
         model.init_weights()
     else:
-        load_pretrained(model, args.checkpoint, converter=_maybe_convert_official,
+        load_pretrained(model, args.checkpoint, converter=checkpoint_filter_fn,
                         allowed_missing=[f'norm{i}.*' for i in range(3)])
     mats = relation_matrices(model, args.blocks, args.groups)
     if not mats:

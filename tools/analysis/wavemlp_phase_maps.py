@@ -70,12 +70,13 @@ def collect_phases(model, x, stages, block=-1, branch='h'):
 
 
 def build_model(arch, checkpoint=None, phase_mode=None):
-    from mmposmlp.models.backbones.wave_mlp import WaveMLP, _maybe_convert_official
+    from mmposmlp.models.backbones.wave_mlp import WaveMLP
+    from mmposmlp.models.converters.wave_mlp import checkpoint_filter_fn
     from mmposmlp.models.checkpoints import (load_checkpoint_file, load_state_dict_checked,
                                              strip_prefix)
     model = WaveMLP(arch, out_indices=(3,), phase_mode=phase_mode)
     if checkpoint:
-        state = _maybe_convert_official(strip_prefix(load_checkpoint_file(checkpoint), None))
+        state = checkpoint_filter_fn(strip_prefix(load_checkpoint_file(checkpoint), None))
         load_state_dict_checked(model, state, source=checkpoint)
     return model.eval()
 

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposmlp.models.backbones.lvt import convert_official_lvt, is_official_lvt  # noqa: E402
+from mmposmlp.models.converters.lvt import convert_official_lvt, is_official_lvt  # noqa: E402
 from mmposmlp.models.checkpoints import extract_state_dict  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, load_checkpoint  # noqa: E402
 

@@ -44,8 +44,7 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposmlp.models.backbones.pvt_peg import (convert_pcpvt, convert_pcpvt_head,  # noqa: E402
-                                               detect_pcpvt_layout)
+from mmposmlp.models.converters.pvt_peg import convert_pcpvt, convert_pcpvt_head, detect_pcpvt_layout  # noqa: E402
 from mmposmlp.models.checkpoints import load_checkpoint_file, strip_prefix  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 

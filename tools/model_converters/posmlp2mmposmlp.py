@@ -22,7 +22,7 @@ sys.path.insert(0, osp.join(osp.dirname(osp.abspath(__file__)), '..', '..'))
 
 import json  # noqa: E402
 
-from mmposmlp.models.backbones.posmlp import (convert_official_posmlp, official_arch_to_ours,  # noqa: E402
+from mmposmlp.models.converters.posmlp import (convert_official_posmlp, official_arch_to_ours,  # noqa: E402
                                                official_convert_kwargs)
 from mmposmlp.models.checkpoints import load_checkpoint_file  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402

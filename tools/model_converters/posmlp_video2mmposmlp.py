@@ -24,7 +24,8 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, convert_official_posmlp_video  # noqa: E402
+from mmposmlp.models.backbones.posmlp_video import PosMLPVideo  # noqa: E402
+from mmposmlp.models.converters.posmlp_video import convert_official_posmlp_video  # noqa: E402
 from mmposmlp.models.checkpoints import extract_state_dict, load_state_dict_checked  # noqa: E402
 from mmposmlp.utils.compat import safe_torch_load  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402

@@ -24,7 +24,8 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposmlp.models.backbones.posmlp_video import PosMLPVideo, inflate_image_state_dict  # noqa: E402
+from mmposmlp.models.backbones.posmlp_video import PosMLPVideo  # noqa: E402
+from mmposmlp.models.converters.posmlp_video import inflate_image_state_dict  # noqa: E402
 from mmposmlp.models.checkpoints import load_checkpoint_file, strip_prefix  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
 

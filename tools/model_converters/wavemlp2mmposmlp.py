@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposmlp.models.backbones.wave_mlp import convert_official_wavemlp, is_official_wavemlp  # noqa: E402
+from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp, is_official_wavemlp  # noqa: E402
 from mmposmlp.models.checkpoints import extract_state_dict  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, load_checkpoint  # noqa: E402
 

@@ -236,17 +236,49 @@ class CPVT(FrozenStagesMixin, BaseModule):
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
+        arch = self._parse_arch(arch)
+        self.embed_dims = C = arch['embed_dims']
+        self.num_layers = arch['num_layers']
+        self._set_tokens(out_type, with_cls_token, with_dist_token)
+        self.patch_size = patch_size
+        self.in_channels = in_channels
+        self.peg_positions = self._positions('peg_positions', peg_positions)
+        self.peg_target = self._checked_peg_target(peg_target)
+        self._set_out_indices(out_indices, self.num_layers, unit='blocks')
+        self._set_frozen_stages(frozen_stages, self.num_layers, norm_eval, unit='blocks')
+        self.final_norm = final_norm
+
+        self.patch_embed = nn.Conv2d(in_channels, C, patch_size, patch_size)
+        if with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
+        if with_dist_token:
+            self.dist_token = nn.Parameter(torch.zeros(1, 1, C))
+        self._build_abs_pos_embeds(pos_embed_type, pos_embed_positions, img_size)
+        self.drop_after_pos = nn.Dropout(drop_rate)
+        self._build_layers(arch, rpe_cfg, dict(peg_cfg or {}), drop_path_rate,
+                           dict(qkv_bias=qkv_bias, drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                                norm_cfg=norm_cfg, ffn_cfg=ffn_cfg, with_cp=with_cp))
+        self._add_conv_projections(conv_proj_blocks)
+        if final_norm:
+            self.ln1 = build_norm_layer(norm_cfg, C)[1]
+        if out_type == 'avg_featmap':
+            self.ln2 = build_norm_layer(norm_cfg, C)[1]
+        self._set_feature_info([C] * self.num_layers, [patch_size] * self.num_layers, module='layers')
+        self._freeze_stages()
+
+    def _parse_arch(self, arch) -> dict:
         if isinstance(arch, str):
             if arch.lower() not in self.arch_zoo:
                 raise ValueError(f'unknown CPVT arch {arch!r}; choose one of {sorted(self.arch_zoo)} '
                                  f'or pass a dict with {self.essential_keys}')
-            arch = self.arch_zoo[arch.lower()]
-        else:
-            missing = set(self.essential_keys) - set(arch)
-            if missing:
-                raise ValueError(f'custom CPVT arch is missing {sorted(missing)}; needs {self.essential_keys}')
-        self.embed_dims = arch['embed_dims']
-        self.num_layers = arch['num_layers']
+            return self.arch_zoo[arch.lower()]
+        missing = set(self.essential_keys) - set(arch)
+        if missing:
+            raise ValueError(f'custom CPVT arch is missing {sorted(missing)}; needs {self.essential_keys}')
+        return arch
+
+    def _set_tokens(self, out_type: str, with_cls_token: bool, with_dist_token: bool) -> None:
+        """``out_type`` and the extra tokens (cls, then DeiT's distillation token)."""
         if out_type not in self.OUT_TYPES:
             raise ValueError(f'unknown out_type {out_type!r}; choose one of {self.OUT_TYPES}')
         if out_type == 'cls_token' and not with_cls_token:
@@ -258,96 +290,82 @@ class CPVT(FrozenStagesMixin, BaseModule):
         self.with_cls_token = with_cls_token
         self.with_dist_token = with_dist_token
         self.num_extra_tokens = int(with_cls_token) + int(with_dist_token)
-        self.patch_size = patch_size
-        self.in_channels = in_channels
-        peg_positions = self._positions('peg_positions', peg_positions)
-        self.peg_positions = peg_positions
+
+    def _checked_peg_target(self, peg_target: str) -> str:
         if peg_target not in self.PEG_TARGETS:
             raise ValueError(f'unknown peg_target {peg_target!r}; choose one of {self.PEG_TARGETS}')
-        if peg_target == 'qk' and not peg_positions:
+        if peg_target == 'qk' and not self.peg_positions:
             raise ValueError("peg_target='qk' needs at least one PEG in peg_positions (or use the default "
                              "peg_target='tokens' without PEGs)")
-        if peg_target == 'qk' and peg_positions[-1] == self.num_layers - 1:
+        if peg_target == 'qk' and self.peg_positions[-1] == self.num_layers - 1:
             raise ValueError(f"peg_target='qk' feeds the query and key of the block after each PEG, and no "
                              f'block follows position {self.num_layers - 1}; use positions -1 .. '
                              f'{self.num_layers - 2}')
-        self.peg_target = peg_target
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        self.out_indices = sorted(i % self.num_layers for i in out_indices)
-        self.frozen_stages = frozen_stages
-        self.norm_eval = norm_eval
-        self.final_norm = final_norm
+        return peg_target
 
-        C = self.embed_dims
-        self.patch_embed = nn.Conv2d(in_channels, C, patch_size, patch_size)
-        if with_cls_token:
-            self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
-        if with_dist_token:
-            self.dist_token = nn.Parameter(torch.zeros(1, 1, C))
+    def _build_abs_pos_embeds(self, pos_embed_type: Optional[str], positions: Optional[Sequence[int]],
+                              img_size) -> None:
+        """The absolute position encodings: ``abs_pos_embed`` at -1, ``block_pos_embeds`` after blocks."""
         self.pos_embed_type = pos_embed_type
-        if pos_embed_type is None and pos_embed_positions is not None:
-            raise ValueError(f'pos_embed_positions={tuple(pos_embed_positions)} needs pos_embed_type '
+        if pos_embed_type is None and positions is not None:
+            raise ValueError(f'pos_embed_positions={tuple(positions)} needs pos_embed_type '
                              "('learnable' or 'sincos'); drop pos_embed_positions for a model without one")
         if pos_embed_type is None:
-            pos_embed_positions = []
+            positions = []
         else:
-            pos_embed_positions = self._positions(
-                'pos_embed_positions', (-1, ) if pos_embed_positions is None else pos_embed_positions)
-        if pos_embed_type is not None and not pos_embed_positions:
+            positions = self._positions('pos_embed_positions', (-1, ) if positions is None else positions)
+        if pos_embed_type is not None and not positions:
             raise ValueError('pos_embed_positions is empty; give at least one position (-1 = DeiT) or set '
                              'pos_embed_type=None')
-        self.pos_embed_positions = pos_embed_positions
+        self.pos_embed_positions = positions
         grid = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+        grid = (grid[0] // self.patch_size, grid[1] // self.patch_size)
 
         def new_abs_pos_embed():
-            return AbsolutePositionEmbedding(C, (grid[0] // patch_size, grid[1] // patch_size), pos_embed_type,
-                                             self.num_extra_tokens)
+            return AbsolutePositionEmbedding(self.embed_dims, grid, pos_embed_type, self.num_extra_tokens)
 
-        if -1 in pos_embed_positions:
+        if -1 in positions:
             self.abs_pos_embed = new_abs_pos_embed()
-        after_blocks = [p for p in pos_embed_positions if p >= 0]
+        after_blocks = [p for p in positions if p >= 0]
         if after_blocks:
             self.block_pos_embeds = ModuleList([new_abs_pos_embed() for _ in after_blocks])
         self._block_pos_embed_index = {p: i for i, p in enumerate(after_blocks)}
-        self.drop_after_pos = nn.Dropout(drop_rate)
+
+    def _build_layers(self, arch: dict, rpe_cfg: Optional[dict], peg_cfg: dict, drop_path_rate: float,
+                      block_cfg: dict) -> None:
+        """The PEGs and the encoder blocks, with a relative position encoding per block or one shared
+        (``rpe_cfg``)."""
         with_rpe = rpe_cfg is not None
         rpe_cfg = dict(rpe_cfg or {})
+        heads = arch['num_heads']
+        head_dims = self.embed_dims // heads
         rpe_shared = bool(rpe_cfg.pop('shared', False))
-        head_dims, heads = C // arch['num_heads'], arch['num_heads']
         if with_rpe and rpe_shared:
             self.rpe = RelativePositionEncoding2d(head_dims, heads, **rpe_cfg)
         self.rpe_cfg = rpe_cfg
-        peg_cfg = dict(peg_cfg or {})
-        self.pegs = ModuleList([PEG(C, **peg_cfg) for _ in peg_positions])
-        self._peg_index = {p: i for i, p in enumerate(peg_positions)}
+        self.pegs = ModuleList([PEG(self.embed_dims, **peg_cfg) for _ in self.peg_positions])
+        self._peg_index = {p: i for i, p in enumerate(self.peg_positions)}
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.layers = ModuleList([
-            CPVTBlock(C, arch['num_heads'], arch['feedforward_channels'], qkv_bias, drop_rate,
-                      attn_drop_rate, dpr[i], norm_cfg, ffn_cfg, with_cp,
-                      RelativePositionEncoding2d(head_dims, heads, **rpe_cfg)
-                      if with_rpe and not rpe_shared else None)
+            CPVTBlock(self.embed_dims, heads, arch['feedforward_channels'], drop_path_rate=dpr[i],
+                      rpe=RelativePositionEncoding2d(head_dims, heads, **rpe_cfg) if with_rpe and not rpe_shared
+                      else None, **block_cfg)
             for i in range(self.num_layers)])
-        conv_proj_blocks = sorted(set(int(b) for b in conv_proj_blocks))
-        bad = [b for b in conv_proj_blocks if not 0 <= b < self.num_layers]
+
+    def _add_conv_projections(self, conv_proj_blocks: Sequence[int]) -> None:
+        """CvT's convolutional projection in the attention of each block of ``conv_proj_blocks``."""
+        blocks = sorted(set(int(b) for b in conv_proj_blocks))
+        bad = [b for b in blocks if not 0 <= b < self.num_layers]
         if bad:
             raise ValueError(f'conv_proj_blocks {bad} out of range: blocks are 0 .. {self.num_layers - 1}')
-        both = [b for b in conv_proj_blocks if peg_target == 'qk' and b - 1 in peg_positions]
+        both = [b for b in blocks if self.peg_target == 'qk' and b - 1 in self.peg_positions]
         if both:
             raise ValueError(f"blocks {both} would take both a convolutional projection and, with "
                              f"peg_target='qk', the PEG output as query/key input; drop them from "
                              f'conv_proj_blocks or move the PEGs')
-        self.conv_proj_blocks = conv_proj_blocks
-        for b in conv_proj_blocks:
-            self.layers[b].attn.conv_proj = ConvProjection(C)
-        if final_norm:
-            self.ln1 = build_norm_layer(norm_cfg, C)[1]
-        if out_type == 'avg_featmap':
-            self.ln2 = build_norm_layer(norm_cfg, C)[1]
-        self.out_channels = [C] * len(self.out_indices)
-        self.feature_info = [dict(num_chs=C, reduction=patch_size, module=f'layers.{i}')
-                             for i in self.out_indices]
-        self._freeze_stages()
+        self.conv_proj_blocks = blocks
+        for b in blocks:
+            self.layers[b].attn.conv_proj = ConvProjection(self.embed_dims)
 
     def init_weights(self):
         pretrained = pretrained_init_cfg(self)
@@ -417,7 +435,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
             x = self.abs_pos_embed(x, hw)
         x = self.drop_after_pos(x)
         x, qk = self._position(-1, x, hw)
-        outs = []
+        outs = {}
         shared_rpe = getattr(self, 'rpe', None)
         for i, layer in enumerate(self.layers):
             x = layer(x, hw, shared_rpe, self.num_extra_tokens, qk)
@@ -425,8 +443,8 @@ class CPVT(FrozenStagesMixin, BaseModule):
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.ln1(x)
             if i in self.out_indices:
-                outs.append(self._format_output(x, hw))
-        return tuple(outs)
+                outs[i] = self._format_output(x, hw)
+        return self._ordered_outputs(outs)
 
     def _format_output(self, x, hw):
         if self.out_type == 'raw':

@@ -8,24 +8,23 @@ window covering the whole token grid: ``'sgu'`` is gMLP's spatial gating unit (E
 FC ``W`` tied to the ``N`` tokens of ``img_size``), the other gate types are PosMLP's PoSGU variants
 (Eq. 9-14). Either way the model takes ``img_size`` inputs only.
 
-:func:`convert_timm_gmlp` maps timm's ``gmlp_*`` (``MlpMixer`` with ``SpatialGatingBlock``) state
+``converters.gmlp.convert_timm_gmlp`` maps timm's ``gmlp_*`` (``MlpMixer`` with ``SpatialGatingBlock``) state
 dicts to ours: timm's ``gmlp_s16_224`` is gMLP-S with SGU, parameter for parameter.
 """
 import copy
-import re
-from typing import Dict, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks import DropPath
-from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
-from ..checkpoints import backbone_of_whole_model, load_pretrained_init_cfg, pretrained_init_cfg
+from .base import FrozenStagesMixin
+from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..converters.gmlp import checkpoint_filter_fn
 from ..layers.gating import GATE_TYPES, PositionalGatingUnit, init_gated_mlp_weights
 
 LN6 = dict(type='LN', eps=1e-6)
@@ -98,7 +97,7 @@ class GMLP(FrozenStagesMixin, BaseModule):
         norm_eval (bool): keep every BatchNorm in eval mode while training (gMLP has none).
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=...)`` loads our weights or a
-            timm ``gmlp_*`` checkpoint (converted by :func:`convert_timm_gmlp`); missing keys fail.
+            timm ``gmlp_*`` checkpoint (converted by ``converters.gmlp.convert_timm_gmlp``); missing keys fail.
     """
 
     arch_zoo = {
@@ -140,9 +139,8 @@ class GMLP(FrozenStagesMixin, BaseModule):
         self.in_channels = in_channels
         self.gate_type = gate_type
 
-        self.out_indices = checked_out_indices(out_indices, self.num_layers)
-        self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_layers)
-        self.norm_eval = norm_eval
+        self._set_out_indices(out_indices, self.num_layers, unit='blocks')
+        self._set_frozen_stages(frozen_stages, self.num_layers, norm_eval, unit='blocks')
 
         self.patch_embed = nn.Conv2d(in_channels, self.embed_dims, patch_size, patch_size)
         dpr = [drop_path_rate * k / (self.num_layers - 1) if self.num_layers > 1 else 0.
@@ -153,9 +151,7 @@ class GMLP(FrozenStagesMixin, BaseModule):
         self.final_norm = final_norm
         if final_norm:
             self.norm = build_norm_layer(norm_cfg, self.embed_dims)[1]
-        self.out_channels = [self.embed_dims] * len(self.out_indices)
-        self.feature_info = [dict(num_chs=self.embed_dims, reduction=patch_size, module=f'layers.{i}')
-                             for i in self.out_indices]
+        self._set_feature_info([self.embed_dims] * self.num_layers, [patch_size] * self.num_layers, module='layers')
         self._freeze_stages()
 
     def _parse_arch(self, arch) -> dict:
@@ -184,14 +180,14 @@ class GMLP(FrozenStagesMixin, BaseModule):
         x = self.patch_embed(x)
         B, C, H, W = x.shape
         x = x.flatten(2).transpose(1, 2)
-        outs = []
+        outs = {}
         for i, layer in enumerate(self.layers):
             x = layer(x)
             if i == self.num_layers - 1 and self.final_norm:
                 x = self.norm(x)
             if i in self.out_indices:
-                outs.append(x.transpose(1, 2).reshape(B, C, H, W))
-        return tuple(outs)
+                outs[i] = x.transpose(1, 2).reshape(B, C, H, W)
+        return self._ordered_outputs(outs)
 
     def _frozen_modules(self):
         modules = [self.patch_embed] + list(self.layers[:self.frozen_stages])
@@ -202,68 +198,9 @@ class GMLP(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         pretrained = pretrained_init_cfg(self)
         if pretrained is not None:
-            load_pretrained_init_cfg(self, pretrained, converter=_maybe_convert_timm)
+            load_pretrained_init_cfg(self, pretrained, converter=checkpoint_filter_fn)
             self._is_init = True
             return
         super().init_weights()
         if self.init_cfg is None:
             init_gated_mlp_weights(self)
-
-
-# ---------------------------------------------------------------------- timm checkpoints
-_TIMM_BLOCK_KEYS = [
-    ('norm.', 'norm.'),
-    ('mlp_channels.fc1.', 'fc1.'),
-    ('mlp_channels.fc2.', 'fc2.'),
-    ('mlp_channels.gate.norm.', 'gate.norm.'),
-    ('mlp_channels.gate.proj.weight', 'gate.mixing.weight'),
-    ('mlp_channels.gate.proj.bias', 'gate.token_bias'),
-]
-
-
-def is_timm_gmlp(state_dict: Dict[str, torch.Tensor]) -> bool:
-    """True for timm ``gmlp_*`` key names (``stem.proj`` and ``blocks.*.mlp_channels.gate``)."""
-    return any(re.match(r'(module\.)?blocks\.\d+\.mlp_channels\.gate\.', k) for k in state_dict)
-
-
-def convert_timm_gmlp(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """timm ``gmlp_*`` state dict -> mmpretrain ``ImageClassifier`` keys of ours (``backbone.*`` for
-    :class:`GMLP` with ``gate_type='sgu'``, ``head.fc.*`` for ``LinearClsHead``); unknown keys raise.
-
-    timm's ``SpatialGatingUnit`` normalises, mixes and gates with the *second* half of ``fc1``'s
-    output; ours (PosMLP Eq. 9) with the first, so the two halves of ``fc1`` swap (``fc2`` reads the
-    gated half, the same channels in both).
-    """
-    out = {}
-    for key, value in state_dict.items():
-        k = key[7:] if key.startswith('module.') else key
-        new = None
-        if k.startswith('stem.proj.'):
-            new = 'backbone.patch_embed.' + k[len('stem.proj.'):]
-        elif k.startswith('norm.'):
-            new = 'backbone.' + k
-        elif k.startswith('head.'):
-            new = 'head.fc.' + k[len('head.'):]
-        else:
-            m = re.match(r'blocks\.(\d+)\.(.*)', k)
-            if m:
-                for old_p, new_p in _TIMM_BLOCK_KEYS:
-                    if m.group(2).startswith(old_p):
-                        new = f'backbone.layers.{m.group(1)}.{new_p}{m.group(2)[len(old_p):]}'
-                        if new_p == 'fc1.':
-                            value = torch.cat(value.chunk(2, dim=0)[::-1])
-                        break
-        if new is None:
-            raise KeyError(f'unexpected key {key!r} in a timm gMLP checkpoint: is this a timm gmlp_* '
-                           '(MlpMixer with SpatialGatingBlock) state dict?')
-        out[new] = value
-    return out
-
-
-def _maybe_convert_timm(state_dict):
-    """Converter for ``init_cfg`` loading: timm keys are converted, ours pass through; the result is
-    stripped to backbone keys when it has ``backbone.`` keys."""
-    if is_timm_gmlp(state_dict):
-        print_log('GMLP: converting timm gMLP keys', logger='current')
-        state_dict = convert_timm_gmlp(state_dict)
-    return backbone_of_whole_model(state_dict, 'GMLP')

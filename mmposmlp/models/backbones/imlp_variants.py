@@ -35,6 +35,7 @@ mmdet or mmseg.
 """
 import functools
 import importlib
+import math
 import os.path as osp
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -43,7 +44,10 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
 
+from mmposmlp.models.backbones.base import (BackboneContractMixin, checked_frozen_stages, checked_out_indices,
+                                            feature_info_of)
 from mmposmlp.models.backbones.lazy_upstream import LazyUpstreamClasses, module_getattr
+from mmposmlp.models.backbones.swin_peg import swin_strides
 from mmposmlp.models.checkpoints import (OTHER_MODEL_PARTS, InitCfgError, extract_state_dict, init_cfg_suspended,
                                          load_state_dict_checked, pretrained_init_cfg, strip_prefix)
 from mmposmlp.models.layers.imlp import IMLP
@@ -106,8 +110,36 @@ def _replace_mmcv_ffn(block: nn.Module, ffn_cfg: Optional[dict]) -> nn.Module:
     return new
 
 
-class IMLPAdapterMixin:
-    """Bookkeeping shared by the adapters: which FFNs are IMLPs, and checkpoint loading."""
+def _arch_entry(arch, zoo: dict, key: str):
+    """``arch[key]`` of an upstream arch (a name in ``zoo`` or a dict), None where upstream refuses the arch."""
+    if isinstance(arch, str):
+        arch = zoo.get(arch.lower(), zoo.get(arch))
+    return arch.get(key) if isinstance(arch, dict) else None
+
+
+def _contract_kwargs(kwargs: dict, num: Optional[int], frozen_max: Optional[int], out_default,
+                     frozen_default: int = -1) -> dict:
+    """``kwargs`` with ``out_indices`` checked by the backbone contract (increasing: the upstream forward returns
+    its outputs in order) and passed on as a list, and ``frozen_stages`` range-checked (in the upstream's own
+    convention, up to ``frozen_max``); unchanged where ``num`` is None (upstream refuses the arch itself)."""
+    if num is None:
+        return kwargs
+    kwargs = dict(kwargs)
+    kwargs['out_indices'] = list(checked_out_indices(kwargs.get('out_indices', out_default), num, keep_order=False))
+    checked_frozen_stages(kwargs.get('frozen_stages', frozen_default), frozen_max)
+    return kwargs
+
+
+class IMLPAdapterMixin(BackboneContractMixin):
+    """Bookkeeping shared by the adapters: which FFNs are IMLPs, checkpoint loading, and the backbone contract
+    (``out_indices`` checked before the upstream ``__init__``, ``out_channels`` / ``feature_info`` after it)."""
+
+    def _set_contract(self, channels, reductions, module: str = 'stages') -> None:
+        """``out_indices`` as a tuple; ``out_channels`` / ``feature_info`` from every output position's channels
+        and reductions."""
+        self.out_indices = tuple(self.out_indices)
+        self.feature_info = feature_info_of(self.out_indices, channels, reductions, module)
+        self.out_channels = [info['num_chs'] for info in self.feature_info]
 
     imlp_allowed_missing: Tuple[str, ...] = ()
 
@@ -261,20 +293,21 @@ def _install_swin(backbone: nn.Module, ffn_cfg: Optional[dict]) -> List[str]:
 # ---------------------------------------------------------------------------------------
 # adapters (built on first use)
 # ---------------------------------------------------------------------------------------
-def _make_mmpretrain() -> Dict[str, type]:
-    from mmpretrain.models.backbones import PoolFormer, SwinTransformer, VisionTransformer
-    from mmpretrain.models.utils import resize_pos_embed
+class _PretrainedInitMixin(IMLPAdapterMixin):
+    """mmpretrain adapters: a ``Pretrained`` init_cfg is a random init of everything (IMLPs included), then
+    the checked load."""
 
-    class _PretrainedInitMixin(IMLPAdapterMixin):
+    def init_weights(self):
+        cfg = self._pretrained_cfg()
+        if cfg is None:
+            return super().init_weights()
+        with init_cfg_suspended(self):
+            super().init_weights()
+        self._load_pretrained_cfg(cfg)
 
-        def init_weights(self):
-            cfg = self._pretrained_cfg()
-            if cfg is None:
-                return super().init_weights()
-            # random init of everything (IMLPs included), then the checked load
-            with init_cfg_suspended(self):
-                super().init_weights()
-            self._load_pretrained_cfg(cfg)
+
+def _make_pretrain_swin() -> type:
+    from mmpretrain.models.backbones import SwinTransformer
 
     class SwinTransformerIMLP(_PretrainedInitMixin, SwinTransformer):
         """mmpretrain ``SwinTransformer`` whose FFNs are IMLPs (Table 1: Swin-T/S/B + IMLP).
@@ -287,8 +320,18 @@ def _make_mmpretrain() -> Dict[str, type]:
         imlp_allowed_missing = DENSE_OUTPUT_NORMS
 
         def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
-            super().__init__(*args, **kwargs)
+            depths = _arch_entry(args[0] if args else kwargs.get('arch', 'tiny'), SwinTransformer.arch_zoo, 'depths')
+            num = None if depths is None else len(depths)
+            super().__init__(*args, **_contract_kwargs(kwargs, num, num and num - 1, (3, )))
             self._register_imlp(_install_swin(self, ffn_cfg))
+            self._set_contract(self.num_features, swin_strides(self, kwargs.get('patch_size', 4)))
+
+    return SwinTransformerIMLP
+
+
+def _make_vit() -> type:
+    from mmpretrain.models.backbones import VisionTransformer
+    from mmpretrain.models.utils import resize_pos_embed
 
     class VisionTransformerIMLP(_PretrainedInitMixin, VisionTransformer):
         """mmpretrain ``VisionTransformer`` (DeiT archs) whose FFNs are IMLPs (Table 1).
@@ -298,7 +341,11 @@ def _make_mmpretrain() -> Dict[str, type]:
         """
 
         def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
-            super().__init__(*args, **kwargs)
+            num = _arch_entry(args[0] if args else kwargs.get('arch', 'base'), VisionTransformer.arch_zoo,
+                              'num_layers')
+            super().__init__(*args, **_contract_kwargs(kwargs, num, num, -1))
+            self._set_contract([self.embed_dims] * self.num_layers,
+                               [kwargs.get('patch_size', 16)] * self.num_layers, module='layers')
             names = []
             for i, layer in enumerate(self.layers):
                 if not hasattr(layer, 'ffn') or not hasattr(layer.ffn, 'layers'):
@@ -327,6 +374,12 @@ def _make_mmpretrain() -> Dict[str, type]:
                     outs.append(self._format_output(x, patch_resolution))
             return tuple(outs)
 
+    return VisionTransformerIMLP
+
+
+def _make_poolformer() -> type:
+    from mmpretrain.models.backbones import PoolFormer
+
     class PoolFormerIMLP(_PretrainedInitMixin, PoolFormer):
         """mmpretrain ``PoolFormer`` whose channel MLPs (1x1 convs on NCHW) are IMLPs (Table 1).
 
@@ -334,7 +387,13 @@ def _make_mmpretrain() -> Dict[str, type]:
         """
 
         def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
-            super().__init__(*args, **kwargs)
+            dims = _arch_entry(args[0] if args else kwargs.get('arch', 's12'), PoolFormer.arch_settings,
+                               'embed_dims')
+            num = None if dims is None else len(dims) + sum(a != b for a, b in zip(dims, dims[1:]))
+            super().__init__(*args, **_contract_kwargs(kwargs, num, num, -1, frozen_default=0))
+            # network entry j: stage j // 2 (even j) or the downsample into stage (j + 1) // 2 (odd j)
+            self._set_contract([dims[(j + 1) // 2] for j in range(num)], [4 * 2**((j + 1) // 2) for j in range(num)],
+                               module='network')
             names = []
             for i, stage in enumerate(self.network):
                 if not isinstance(stage, nn.Sequential):
@@ -346,8 +405,7 @@ def _make_mmpretrain() -> Dict[str, type]:
                     names.append(f'network.{i}.{j}.mlp')
             self._register_imlp(names)
 
-    return dict(SwinTransformerIMLP=SwinTransformerIMLP, VisionTransformerIMLP=VisionTransformerIMLP,
-                PoolFormerIMLP=PoolFormerIMLP)
+    return PoolFormerIMLP
 
 
 def _make_dense_swin(lib: str) -> Dict[str, type]:
@@ -355,8 +413,11 @@ def _make_dense_swin(lib: str) -> Dict[str, type]:
     name = {'mmdet': 'DetSwinTransformerIMLP', 'mmseg': 'SegSwinTransformerIMLP'}[lib]
 
     def __init__(self, *args, ffn_cfg: Optional[dict] = None, **kwargs):
-        SwinTransformer.__init__(self, *args, **kwargs)
+        num = len(kwargs.get('depths', (2, 2, 6, 2)))
+        SwinTransformer.__init__(self, *args, **_contract_kwargs(kwargs, num, num, (0, 1, 2, 3)))
         self._register_imlp(_install_swin(self, ffn_cfg))
+        strides = kwargs.get('strides', (4, 2, 2, 2))
+        self._set_contract(self.num_features, [math.prod(strides[:i + 1]) for i in range(num)])
 
     def init_weights(self):
         # Upstream init: from scratch it inits every Linear (IMLPs included); with a
@@ -387,9 +448,9 @@ def _make_dense_swin(lib: str) -> Dict[str, type]:
 
 _ADAPTERS = LazyUpstreamClasses(
     __name__, {
-        'SwinTransformerIMLP': _make_mmpretrain,
-        'VisionTransformerIMLP': _make_mmpretrain,
-        'PoolFormerIMLP': _make_mmpretrain,
+        'SwinTransformerIMLP': _make_pretrain_swin,
+        'VisionTransformerIMLP': _make_vit,
+        'PoolFormerIMLP': _make_poolformer,
         'DetSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmdet'),
         'SegSwinTransformerIMLP': functools.partial(_make_dense_swin, 'mmseg'),
     },

@@ -16,14 +16,13 @@ LayerNorm) and transformer blocks ``x + attn(LN(x)); x + FFN(LN(x))``:
 * FFN: ``fc2(GELU(dwconv3x3(fc1(x))))`` (stages 2-4; stage 1 has no depthwise conv), or any FFN given
   by ``ffn_cfg`` (e.g. ``dict(type='mmposmlp.IMLP', kernel_size=5)``, IMLP Table 1's ``+ IMLP*``).
 
-:class:`LVTClassAttentionHead` is the official classifier on top (two class-attention blocks, a class
-token, LayerNorm, the class-token head plus ``0.5 x`` the max over the tokens' auxiliary head).
-:func:`convert_official_lvt` maps the official checkpoints (``lvt_cls``, ``with_cls_head=False``).
+``mmposmlp.models.heads.LVTClassAttentionHead`` is the official classifier on top (two class-attention
+blocks, a class token, LayerNorm, the class-token head plus ``0.5 x`` the max over the tokens' auxiliary head).
+``converters.lvt.convert_official_lvt`` maps the official checkpoints (``lvt_cls``, ``with_cls_head=False``).
 """
 import copy
 import math
-import re
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -36,9 +35,9 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
-from ..checkpoints import (init_cfg_suspended, load_checkpoint_file, load_state_dict_checked, pretrained_init_cfg,
-                           strip_prefix)
+from .base import FrozenStagesMixin
+from ..checkpoints import init_cfg_suspended, load_checkpoint_file, load_state_dict_checked, pretrained_init_cfg
+from ..converters.lvt import checkpoint_filter_fn
 
 LN = dict(type='LN', eps=1e-5)
 SA_LAYERS = ('csa', 'rasa', 'sa')
@@ -258,6 +257,25 @@ class OverlapPatchEmbed(nn.Module):
         return self.norm(self.proj(x).permute(0, 2, 3, 1))
 
 
+def _check_options(rasa_recursions, atrous_rates, ffn_cfg, mix_token, mix_token_beta) -> None:
+    """Refuse, in one sentence each, option values :class:`LVT` cannot build."""
+    if isinstance(rasa_recursions, bool) or not isinstance(rasa_recursions, int) or rasa_recursions < 1:
+        raise ValueError(f'LVT: rasa_recursions is the number R of RASA recursions, an int >= 1 '
+                         f'(IMLP Table 1: LVT-R1..R4), got {rasa_recursions!r}')
+    if atrous_rates is not None:
+        if (isinstance(atrous_rates, (int, str)) or len(atrous_rates) == 0
+                or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in atrous_rates)):
+            raise ValueError(f'LVT: atrous_rates must be a non-empty sequence of positive ints such as '
+                             f'(1, 3, 5), or None for a plain query, got {atrous_rates!r}')
+    if ffn_cfg is not None and not isinstance(ffn_cfg, dict):
+        raise ValueError(f"LVT: ffn_cfg must be None (LVT's FFN) or a dict such as "
+                         f"dict(type='mmposmlp.IMLP', kernel_size=5), got {ffn_cfg!r}")
+    if not isinstance(mix_token, bool):
+        raise ValueError(f'LVT: mix_token must be True or False, got {mix_token!r}')
+    if not mix_token_beta > 0:
+        raise ValueError(f'LVT: mix_token_beta must be positive (Beta(beta, beta)), got {mix_token_beta!r}')
+
+
 class TokenMixedFeatures(tuple):
     """The backbone outputs of a MixToken training step, carrying the mixed box ``mix_box = (r1, c1, r2, c2)``
     (rows ``r1:r2``, columns ``c1:c2`` of the last stage's ``mix_grid``) for the head's loss."""
@@ -290,8 +308,9 @@ class LVT(FrozenStagesMixin, BaseModule):
     lvt    2/2/2/2   64/64/160/256   2/2/5/8    4/8/4/4     8/4/2/1    csa, rasa x 3   3.4M backbone, 0.9G
     =====  ========  ==============  =========  ==========  =========  ==============  ======================
 
-    (* the official README, R = 2; ours: 3,429,092 backbone parameters. With :class:`LVTClassAttentionHead`,
-    the released ``lvt_cls``: 5,521,844. IMLP Table 1 lists LVT-R1..R4 as 5.52M, 0.76/0.84/0.92/1.00G.)
+    (* the official README, R = 2; ours: 3,429,092 backbone parameters. With
+    :class:`~mmposmlp.models.heads.LVTClassAttentionHead`, the released ``lvt_cls``: 5,521,844. IMLP Table 1
+    lists LVT-R1..R4 as 5.52M, 0.76/0.84/0.92/1.00G.)
 
     Args:
         arch (str | dict): ``'lvt'`` or a dict with ``depths``, ``embed_dims``, ``num_heads``,
@@ -320,13 +339,13 @@ class LVT(FrozenStagesMixin, BaseModule):
             training forward): after the stage-1 patch embedding a box of the last stage's grid (area
             ``1 - lam``, ``lam ~ Beta(mix_token_beta, mix_token_beta)``, scaled up to stage 1) takes the tokens
             of the batch flipped; the outputs then carry the box (:class:`TokenMixedFeatures`) for
-            :class:`LVTClassAttentionHead`'s loss. Defaults to False.
+            :class:`~mmposmlp.models.heads.LVTClassAttentionHead`'s loss. Defaults to False.
         mix_token_beta (float): the Beta distribution's parameter. Defaults to 1.0 (official).
         frozen_stages (int): -1 freezes nothing, ``k`` stages ``0..k-1`` (with their output norms).
         norm_eval (bool): keep BatchNorms (IMLP's DW block) in eval mode while training.
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=...)`` loads our weights or an
-            official LVT checkpoint (converted by :func:`convert_official_lvt`). With ``ffn_cfg`` set, a
+            official LVT checkpoint (converted by ``converters.lvt.convert_official_lvt``). With ``ffn_cfg`` set, a
             checkpoint of the plain host (LVT's own FFNs) initialises everything but the FFNs: its FFN keys
             are left unused and the new FFNs keep their initialisation, both logged and listed in
             ``ffn_load_report``; any other missing or unused key still raises.
@@ -362,61 +381,47 @@ class LVT(FrozenStagesMixin, BaseModule):
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self)
-        arch = self._parse_arch(arch)
-        if isinstance(rasa_recursions, bool) or not isinstance(rasa_recursions, int) or rasa_recursions < 1:
-            raise ValueError(f'LVT: rasa_recursions is the number R of RASA recursions, an int >= 1 '
-                             f'(IMLP Table 1: LVT-R1..R4), got {rasa_recursions!r}')
-        if atrous_rates is not None:
-            if (isinstance(atrous_rates, (int, str)) or len(atrous_rates) == 0
-                    or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in atrous_rates)):
-                raise ValueError(f'LVT: atrous_rates must be a non-empty sequence of positive ints such as '
-                                 f'(1, 3, 5), or None for a plain query, got {atrous_rates!r}')
-        if ffn_cfg is not None and not isinstance(ffn_cfg, dict):
-            raise ValueError(f"LVT: ffn_cfg must be None (LVT's FFN) or a dict such as "
-                             f"dict(type='mmposmlp.IMLP', kernel_size=5), got {ffn_cfg!r}")
-        self.arch_settings = arch
+        arch = self.arch_settings = self._parse_arch(arch)
+        _check_options(rasa_recursions, atrous_rates, ffn_cfg, mix_token, mix_token_beta)
         self.embed_dims = arch['embed_dims']
         self.num_stages = len(self.embed_dims)
         self.rasa_recursions = rasa_recursions
         self.atrous_rates = None if atrous_rates is None else tuple(atrous_rates)
-        self.out_indices = checked_out_indices(out_indices, self.num_stages)
-        self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_stages)
-        self.norm_eval = norm_eval
+        self._set_out_indices(out_indices, self.num_stages)
+        self._set_frozen_stages(frozen_stages, self.num_stages, norm_eval)
         self.out_norm = out_norm
-        if not isinstance(mix_token, bool):
-            raise ValueError(f'LVT: mix_token must be True or False, got {mix_token!r}')
-        if not mix_token_beta > 0:
-            raise ValueError(f'LVT: mix_token_beta must be positive (Beta(beta, beta)), got {mix_token_beta!r}')
         self.mix_token = mix_token
         self.ffn_cfg = copy.deepcopy(ffn_cfg)
         self.ffn_load_report = None
         self.mix_token_beta = float(mix_token_beta)
+        block_cfg = dict(recursions=rasa_recursions, atrous_rates=self.atrous_rates, atrous_act_cfg=atrous_act_cfg,
+                         qkv_bias=qkv_bias, qk_scale=qk_scale, attn_drop=attn_drop_rate, drop=drop_rate,
+                         norm_cfg=norm_cfg, ffn_cfg=ffn_cfg, with_cp=with_cp)
+        self.stages = nn.ModuleList(self._make_stages(in_channels, drop_path_rate, block_cfg))
+        if out_norm:
+            for i in range(self.num_stages):
+                self.add_module(f'norm{i}', build_norm_layer(norm_cfg, self.embed_dims[i])[1])
+        self._set_feature_info(self.embed_dims, [2**(i + 2) for i in range(self.num_stages)])
+        self._freeze_stages()
 
-        depths = arch['depths']
-        total = sum(depths)
+    def _make_stages(self, in_channels: int, drop_path_rate: float, block_cfg: dict) -> List[LVTStage]:
+        """Per stage: the overlapping patch embedding (7x7/4, then 3x3/2) and the blocks."""
+        arch = self.arch_settings
+        total = sum(arch['depths'])
         stages, idx = [], 0
         for i in range(self.num_stages):
             first = i == 0
             embed = OverlapPatchEmbed(in_channels if first else self.embed_dims[i - 1], self.embed_dims[i],
-                                      7 if first else 3, 4 if first else 2, norm_cfg)
+                                      7 if first else 3, 4 if first else 2, block_cfg['norm_cfg'])
             blocks = []
-            for _ in range(depths[i]):
+            for _ in range(arch['depths'][i]):
                 blocks.append(LVTBlock(
                     self.embed_dims[i], arch['num_heads'][i], arch['mlp_ratios'][i], arch['sa_layers'][i],
-                    arch['sr_ratios'][i], arch['depthwise_mlp'][i], rasa_recursions, self.atrous_rates,
-                    atrous_act_cfg, qkv_bias, qk_scale, attn_drop_rate,
-                    drop_path_rate * idx / (total - 1) if total > 1 else 0., drop_rate, norm_cfg, ffn_cfg,
-                    with_cp))
+                    arch['sr_ratios'][i], arch['depthwise_mlp'][i],
+                    drop_path=drop_path_rate * idx / (total - 1) if total > 1 else 0., **block_cfg))
                 idx += 1
             stages.append(LVTStage(embed, blocks))
-        self.stages = nn.ModuleList(stages)
-        if out_norm:
-            for i in range(self.num_stages):
-                self.add_module(f'norm{i}', build_norm_layer(norm_cfg, self.embed_dims[i])[1])
-        self.out_channels = [self.embed_dims[i] for i in self.out_indices]
-        self.feature_info = [dict(num_chs=c, reduction=2**(i + 2), module=f'stages.{i}')
-                             for i, c in enumerate(self.embed_dims)]
-        self._freeze_stages()
+        return stages
 
     def _parse_arch(self, arch) -> dict:
         if isinstance(arch, str):
@@ -442,7 +447,7 @@ class LVT(FrozenStagesMixin, BaseModule):
         return arch
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        outs, mix = [], None
+        outs, mix = {}, None
         for i, stage in enumerate(self.stages):
             if i == 0 and self.mix_token and self.training:
                 x = stage.patch_embed(x, channels_last=False)
@@ -453,7 +458,8 @@ class LVT(FrozenStagesMixin, BaseModule):
             if self.out_norm:
                 x = getattr(self, f'norm{i}')(x)
             if i in self.out_indices:
-                outs.append(x.permute(0, 3, 1, 2).contiguous())
+                outs[i] = x.permute(0, 3, 1, 2).contiguous()
+        outs = self._ordered_outputs(outs)
         if mix is not None:
             box, grid = mix
             if tuple(x.shape[1:3]) != grid:
@@ -502,7 +508,7 @@ class LVT(FrozenStagesMixin, BaseModule):
                     init_lvt_weights(self)
             state = load_checkpoint_file(pretrained['checkpoint'], prefer_ema=pretrained.get('prefer_ema', True),
                                          map_location=pretrained.get('map_location', 'cpu'))
-            state = _backbone_state_dict(state, pretrained.get('prefix'))
+            state = checkpoint_filter_fn(state, pretrained.get('prefix'))
             missing, unexpected = ['norm?.*'] if self.out_norm else [], list(pretrained.get('ignore_keys', ()))
             if self.ffn_cfg is not None:
                 own = {k: v.shape for k, v in self.state_dict().items() if '.mlp.' in k}
@@ -541,339 +547,3 @@ def init_lvt_weights(module: nn.Module) -> None:
                     fan_out = conv.kernel_size[0] * conv.kernel_size[1] * conv.out_channels // conv.groups
                     nn.init.normal_(conv.weight, 0, math.sqrt(2.0 / fan_out))
                     nn.init.zeros_(conv.bias)
-
-
-# ----------------------------------------------------------------------------- classifier head
-class ClassAttention(nn.Module):
-    """The class token attends to all tokens (CaiT/VOLO class attention): q from token 0, k/v from all."""
-
-    def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = False, qk_scale=None):
-        super().__init__()
-        self.num_heads = num_heads
-        self.scale = qk_scale or (embed_dims // num_heads) ** -0.5
-        self.kv = nn.Linear(embed_dims, 2 * embed_dims, bias=qkv_bias)
-        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, N, C = x.shape
-        h, d = self.num_heads, C // self.num_heads
-        k, v = self.kv(x).reshape(B, N, 2, h, d).permute(2, 0, 3, 1, 4)
-        q = self.q(x[:, :1]).reshape(B, h, 1, d)
-        attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)
-        return self.proj((attn @ v).transpose(1, 2).reshape(B, 1, C))
-
-
-class ClassBlock(nn.Module):
-    """``c + CA(LN(x))``, ``c + FFN(LN(c))`` for the class token ``c = x[:, :1]``; the others pass."""
-
-    def __init__(self, embed_dims: int, num_heads: int, mlp_ratio: float, norm_cfg: dict,
-                 ffn_cfg: Optional[dict]):
-        super().__init__()
-        self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
-        self.attn = ClassAttention(embed_dims, num_heads)
-        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
-        self.ffn_is_mlp = ffn_cfg is None
-        if ffn_cfg is None:
-            hidden = int(embed_dims * mlp_ratio)
-            self.mlp = nn.Sequential()
-            self.mlp.add_module('fc1', nn.Linear(embed_dims, hidden))
-            self.mlp.add_module('act', nn.GELU())
-            self.mlp.add_module('fc2', nn.Linear(hidden, embed_dims))
-        else:
-            self.mlp = build_ffn(ffn_cfg, embed_dims, mlp_ratio, False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        cls = x[:, :1] + self.attn(self.norm1(x))
-        y = self.norm2(cls)
-        # a lone class token is a 1x1 grid for an FFN with spatial mixing (IMLP: its DW conv's centre tap)
-        cls = cls + (self.mlp(y) if self.ffn_is_mlp else self.mlp(y, hw_shape=(1, 1)))
-        return torch.cat([cls, x[:, 1:]], dim=1)
-
-
-@MODELS.register_module()
-class LVTClassAttentionHead(BaseModule):
-    """The official LVT ImageNet classifier (``lvt_cls``, after VOLO): ``num_blocks`` class-attention
-    blocks over the class token and the last stage's tokens, a LayerNorm, then
-    ``logits = fc(t_cls) + aux_weight * max_tokens aux_fc(t_i)`` (VOLO's token-labelling inference).
-
-    Training loss: ``cls_weight * CE(fc(t_cls))`` plus ``dense_weight * mean_i CE(aux_fc(t_i))`` with the image
-    label as every token's label; after MixToken (backbone ``mix_token=True``: the features carry the box) the
-    token logits are flipped back inside the box and the class token learns ``lam * y + (1 - lam) * y_flipped``
-    (the official ``TokenLabelCrossEntropy`` for image-level targets; the official recipe's dense token labels
-    come from an external NFNet-F6 annotation, which we do not have).
-
-    Args:
-        num_classes (int): classes.
-        in_channels (int): channels of the last stage.
-        num_heads (int): heads of the class attention. Defaults to 8 (the last stage's).
-        mlp_ratio (float): FFN ratio of the class blocks. Defaults to 4.
-        num_blocks (int): class-attention blocks. Defaults to 2.
-        aux_weight (float): weight of the auxiliary max in the logits. Defaults to 0.5.
-        ffn_cfg (dict, optional): FFN of the class blocks (as :class:`LVT`'s ``ffn_cfg``).
-        norm_cfg (dict): LayerNorms. Defaults to LN eps 1e-5.
-        loss (dict): per-token classification loss. Defaults to CE with label smoothing 0.1.
-        cls_weight (float), dense_weight (float): loss weights. Defaults to 1.0 and 0.5 (official).
-        cal_acc (bool): top-k accuracy in the losses. Defaults to False.
-    """
-
-    def __init__(self, num_classes: int, in_channels: int, num_heads: int = 8, mlp_ratio: float = 4.,
-                 num_blocks: int = 2, aux_weight: float = 0.5, ffn_cfg: Optional[dict] = None,
-                 norm_cfg: dict = LN,
-                 loss: dict = dict(type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'),
-                 cls_weight: float = 1.0, dense_weight: float = 0.5, init_cfg: Optional[dict] = None):
-        super().__init__(init_cfg=init_cfg)
-        if num_classes <= 0:
-            raise ValueError(f'LVTClassAttentionHead: num_classes must be positive, got {num_classes}')
-        self.num_classes = num_classes
-        self.in_channels = in_channels
-        self.aux_weight = aux_weight
-        self.cls_weight = cls_weight
-        self.dense_weight = dense_weight
-        self.loss_cfg = loss
-        self._loss_module = None
-        self.blocks = nn.ModuleList([ClassBlock(in_channels, num_heads, mlp_ratio, norm_cfg, ffn_cfg)
-                                     for _ in range(num_blocks)])
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, in_channels))
-        self.norm = build_norm_layer(norm_cfg, in_channels)[1]
-        self.fc = nn.Linear(in_channels, num_classes)
-        self.aux_fc = nn.Linear(in_channels, num_classes)
-
-    @property
-    def loss_module(self):
-        if self._loss_module is None:
-            from mmpretrain.registry import MODELS as PRETRAIN_MODELS
-            self._loss_module = PRETRAIN_MODELS.build(self.loss_cfg)
-        return self._loss_module
-
-    def init_weights(self):
-        super().init_weights()
-        if self.init_cfg is None:
-            trunc_normal_(self.cls_token, std=.02)
-            init_lvt_weights(self)
-
-    def pre_logits(self, feats) -> torch.Tensor:
-        x = feats[-1] if isinstance(feats, (tuple, list)) else feats
-        x = x.flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        for block in self.blocks:
-            x = block(x)
-        return self.norm(x)
-
-    def forward_train(self, feats) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(class-token logits (B, K), token logits (B, N, K))."""
-        x = self.pre_logits(feats)
-        return self.fc(x[:, 0]), self.aux_fc(x[:, 1:])
-
-    def forward(self, feats) -> torch.Tensor:
-        cls_logits, aux = self.forward_train(feats)
-        return cls_logits + self.aux_weight * aux.max(1)[0]
-
-    def loss(self, feats, data_samples, **kwargs) -> dict:
-        cls_logits, aux = self.forward_train(feats)
-        target = torch.stack([s.gt_label.reshape(-1)[0] for s in data_samples]).to(cls_logits.device)
-        B, N, K = aux.shape
-        box = getattr(feats, 'mix_box', None)
-        if box is not None:
-            return self._mix_token_loss(cls_logits, aux, target, box, feats.mix_grid)
-        losses = dict(loss_cls=self.cls_weight * self.loss_module(cls_logits, target, avg_factor=B, **kwargs))
-        if self.dense_weight:
-            losses['loss_dense'] = self.dense_weight * self.loss_module(
-                aux.reshape(B * N, K), target.repeat_interleave(N), avg_factor=B * N, **kwargs)
-        return losses
-
-    def _mix_token_loss(self, cls_logits, aux, target, box, grid) -> dict:
-        """The official ``TokenLabelCrossEntropy`` with image-level targets after MixToken: the token logits
-        are flipped back inside the box and learn their own image's (smoothed) label; the class token learns
-        ``lam * y + (1 - lam) * y_flipped`` with ``lam = 1 - box area / tokens``."""
-        kind = str(self.loss_cfg.get('type', '')).rpartition('.')[2]
-        if kind not in ('LabelSmoothLoss', 'CrossEntropyLoss') or (
-                kind == 'LabelSmoothLoss' and self.loss_cfg.get('mode', 'original') != 'original'):
-            raise ValueError(f"LVTClassAttentionHead: MixToken needs loss=dict(type='LabelSmoothLoss', "
-                             f"mode='original', ...) or CrossEntropyLoss, got {self.loss_cfg!r}")
-        B, N, K = aux.shape
-        if grid[0] * grid[1] != N:
-            raise ValueError(f'LVTClassAttentionHead: MixToken box on a {grid[0]}x{grid[1]} grid but the last '
-                             f'stage has {N} tokens')
-        eps = float(self.loss_cfg.get('label_smooth_val', 0.)) if kind == 'LabelSmoothLoss' else 0.
-        soft = F.one_hot(target, K).to(cls_logits.dtype) * (1. - eps) + eps / K
-        r1, c1, r2, c2 = box
-        aux = aux.reshape(B, grid[0], grid[1], K).clone()
-        aux[:, r1:r2, c1:c2] = aux.flip(0)[:, r1:r2, c1:c2]
-        lam = 1. - (r2 - r1) * (c2 - c1) / N
-        cls_target = lam * soft + (1. - lam) * soft.flip(0) if lam < 1 else soft
-        losses = dict(loss_cls=self.cls_weight * (-cls_target * F.log_softmax(cls_logits, -1)).sum(-1).mean())
-        if self.dense_weight:
-            dense = -soft.repeat_interleave(N, 0) * F.log_softmax(aux.reshape(B * N, K), -1)
-            losses['loss_dense'] = self.dense_weight * dense.sum(-1).mean()
-        return losses
-
-    def predict(self, feats, data_samples=None):
-        from mmpretrain.structures import DataSample
-        logits = self(feats)
-        scores = F.softmax(logits, dim=1)
-        labels = scores.argmax(dim=1, keepdim=True).detach()
-        out = []
-        for i in range(logits.shape[0]):
-            sample = DataSample() if data_samples is None or data_samples[i] is None else data_samples[i]
-            sample.set_pred_score(scores[i]).set_pred_label(labels[i])
-            out.append(sample)
-        return out
-
-
-# ----------------------------------------------------------------------------- official checkpoints
-_OFFICIAL_BLOCK = [
-    (r'attn\.ds\.(weight|bias)', r'attn.atrous.\1'),
-    (r'attn\.norm\.(weight|bias)', r'attn.sr_norm.\1'),
-    (r'attn\.(q|kv|proj|sr|attn)\.(weight|bias)', r'attn.\1.\2'),
-    (r'attn\.weight\.weight', 'attn.tap_proj'),
-    (r'mlp\.depconv\.(weight|bias)', r'mlp.dwconv.\1'),
-    (r'mlp\.(fc1|fc2)\.(weight|bias)', r'mlp.\1.\2'),
-    (r'(norm1|norm2)\.(weight|bias)', r'\1.\2'),
-]
-
-
-def is_official_lvt(state_dict: Dict[str, torch.Tensor]) -> bool:
-    """True for the official key layout (``backbone.<stage>.0.proj`` / ``backbone.<stage>.1.<block>``)."""
-    return any(re.match(r'(module\.)?backbone\.\d+\.0\.proj\.weight$', k) for k in state_dict)
-
-
-def _official_block_value(new_key: str, value: torch.Tensor) -> torch.Tensor:
-    if new_key.endswith('attn.tap_proj'):
-        # official: a 1x1 conv over tap-major (k*k*C) channels with k*k groups -> per-tap C x C matrices
-        out_c, in_c = value.shape[:2]
-        return value.reshape(out_c // in_c, in_c, in_c)
-    if re.search(r'mlp\.fc[12]\.weight$', new_key) and value.dim() == 4:
-        return value.reshape(value.shape[:2])  # 1x1 conv -> linear
-    return value
-
-
-def convert_official_lvt(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Official LVT state dict -> our keys; every key is mapped or refused.
-
-    * ``lvt_cls`` (the released ImageNet model): ``backbone.*`` -> :class:`LVT` ``backbone.stages.*``;
-      ``post_network``, ``cls_token``, ``norm``, ``head``, ``aux_head`` -> :class:`LVTClassAttentionHead`
-      ``head.blocks``, ``head.cls_token``, ``head.norm``, ``head.fc``, ``head.aux_fc``;
-    * ``with_cls_head=False`` (dense-prediction backbone): ``downstream_norms.i`` -> ``backbone.norm{i}``.
-
-    The plain ``lvt`` classifier (mean-pooled ``norm`` + ``head`` without ``post_network``) is refused.
-    """
-    state = {k[7:] if k.startswith('module.') else k: v for k, v in state_dict.items()}
-    if not is_official_lvt(state):
-        raise ValueError('not an official LVT state dict: no backbone.<stage>.0.proj.weight key (official '
-                         'lite_vision_transformer layout)')
-    has_post = any(k.startswith('post_network.') for k in state)
-    if not has_post and any(k.startswith(('head.', 'norm.')) for k in state):
-        raise ValueError('this official LVT checkpoint is the plain lvt classifier (mean-pooled norm + head, '
-                         'no post_network); only lvt_cls (class-attention head) and with_cls_head=False '
-                         'checkpoints convert: use lvt_cls weights.')
-    out = {}
-    for key, value in state.items():
-        new = None
-        m = re.match(r'backbone\.(\d+)\.0\.(proj|norm)\.(weight|bias)$', key)
-        if m:
-            new = f'backbone.stages.{m.group(1)}.patch_embed.{m.group(2)}.{m.group(3)}'
-        m = m or re.match(r'backbone\.(\d+)\.1\.(\d+)\.(.+)$', key)
-        if new is None and m:
-            for pat, rep in _OFFICIAL_BLOCK:
-                if re.fullmatch(pat, m.group(3)):
-                    new = f'backbone.stages.{m.group(1)}.blocks.{m.group(2)}.' + re.sub(pat, rep, m.group(3))
-                    value = _official_block_value(new, value)
-                    break
-        m = re.match(r'downstream_norms\.(\d+)\.(weight|bias)$', key)
-        if m:
-            new = f'backbone.norm{m.group(1)}.{m.group(2)}'
-        m = re.match(r'post_network\.(\d+)\.(norm1|norm2)\.(weight|bias)$', key) or re.match(
-            r'post_network\.(\d+)\.(attn\.(?:q|kv|proj)|mlp\.fc1|mlp\.fc2)\.(weight|bias)$', key)
-        if m:
-            new = f'head.blocks.{m.group(1)}.{m.group(2)}.{m.group(3)}'
-        if key == 'cls_token':
-            new = 'head.cls_token'
-        m = re.match(r'(norm|head|aux_head)\.(weight|bias)$', key)
-        if m:
-            new = 'head.' + {'norm': 'norm', 'head': 'fc', 'aux_head': 'aux_fc'}[m.group(1)] + '.' + m.group(2)
-        if new is None:
-            raise KeyError(f'unexpected key {key!r} in an official LVT checkpoint (lite_vision_transformer / '
-                           'lvt_cls); it has no counterpart in mmposmlp.LVT + LVTClassAttentionHead')
-        out[new] = value
-    return out
-
-
-def _backbone_state_dict(state_dict: Dict[str, torch.Tensor], prefix: Optional[str] = None) -> Dict[str, torch.Tensor]:
-    """init_cfg loading: an official checkpoint (``lvt_cls``, ``with_cls_head=False``, or a whole official
-    segmentor / detector whose ``backbone.backbone.*`` is LVT) is converted first, then the ``backbone.*`` part
-    is taken (``prefix``: None = ``'backbone.'`` when present); what is left unused is logged by part."""
-    state = {k[7:] if k.startswith('module.') else k: v for k, v in state_dict.items()}
-    if prefix is None:
-        inner = {k[9:]: v for k, v in state.items() if k.startswith('backbone.')}
-        if is_official_lvt(state):
-            state = convert_official_lvt(state)
-        elif inner and is_official_lvt(inner):  # a whole official segmentor / detector
-            state = {**convert_official_lvt(inner), **{k: v for k, v in state.items() if not k.startswith('backbone.')}}
-        prefix = 'backbone.' if any(k.startswith('backbone.') for k in state) else ''
-    others = sorted({k.split('.')[0] for k in state if prefix and not k.startswith(prefix)})
-    state = strip_prefix(state, prefix)
-    if is_official_lvt({'backbone.' + k: v for k, v in state.items()}):
-        state = strip_prefix(convert_official_lvt({'backbone.' + k: v for k, v in state.items()}), 'backbone.')
-    if others:
-        print_log(f'LVT: using the {prefix}* weights of a whole-model checkpoint; its {others} parts are left '
-                  'unused', logger='current')
-    return state
-
-
-_OFFICIAL_ACTS = {'nn.SiLU(True)': 'SiLU', 'nn.SiLU()': 'SiLU', 'nn.ReLU(True)': 'ReLU', 'nn.ReLU()': 'ReLU',
-                  'nn.GELU()': 'GELU', 'nn.Sigmoid()': 'Sigmoid', 'nn.Tanh()': 'Tanh'}
-_OFFICIAL_OPTIONS = ('layers', 'in_chans', 'num_classes', 'patch_size', 'embed_dims', 'num_heads', 'sa_layers',
-                     'rasa_cfg', 'mlp_ratios', 'mlp_depconv', 'sr_ratios', 'qkv_bias', 'qk_scale', 'drop_rate',
-                     'attn_drop_rate', 'drop_path_rate', 'norm_layer', 'with_cls_head', 'post_layers')
-_OFFICIAL_RASA = ('atrous_rates', 'act_layer', 'init', 'r_num')
-
-
-def official_lvt_kwargs(arch: dict) -> Tuple[dict, Optional[dict]]:
-    """Official LVT constructor options (``lite_vision_transformer`` / ``lvt_cls`` kwargs, ``rasa_cfg`` as a
-    dict) -> ``(LVT kwargs, LVTClassAttentionHead kwargs or None)``. Every official option is mapped or
-    refused in one sentence; ``patch_size`` and ``drop_rate`` are accepted because the official network
-    never reads them, and ``rasa_cfg['init']`` because it only sets the initial weights."""
-    unknown = [k for k in arch if k not in _OFFICIAL_OPTIONS]
-    if unknown:
-        raise ValueError(f'official LVT option {unknown[0]!r} is not known; the official constructor takes '
-                         f'{list(_OFFICIAL_OPTIONS)}')
-    if arch.get('norm_layer', 'nn.LayerNorm') not in ('nn.LayerNorm', nn.LayerNorm):
-        raise ValueError(f"official LVT option norm_layer={arch['norm_layer']!r} is not supported; only "
-                         "nn.LayerNorm (the default) converts")
-    if arch.get('with_cls_head', True) and 'post_layers' not in arch:
-        raise ValueError('official LVT with_cls_head=True without post_layers is the plain lvt classifier '
-                         '(mean-pooled norm + head), which does not convert; use lvt_cls or with_cls_head=False')
-    post = arch.get('post_layers')
-    if post is not None and any(p != 'ca' for p in post):
-        raise ValueError(f"official LVT post_layers {post!r} are not all 'ca' (class attention), the only "
-                         "post layer the official code builds")
-    rasa = dict(arch.get('rasa_cfg') or {})
-    bad = [k for k in rasa if k not in _OFFICIAL_RASA]
-    if bad:
-        raise ValueError(f'official LVT rasa_cfg key {bad[0]!r} is not known; rasa_cfg takes {list(_OFFICIAL_RASA)}')
-    sa_layers = list(arch.get('sa_layers', ['csa', 'rasa', 'rasa', 'rasa']))
-    if 'rasa' in sa_layers and not rasa:
-        raise ValueError("official LVT sa_layers use 'rasa' but rasa_cfg is None, which the official code "
-                         "cannot run; give rasa_cfg")
-    act = rasa.get('act_layer', 'nn.SiLU(True)')
-    if act not in _OFFICIAL_ACTS:
-        raise ValueError(f'official LVT rasa_cfg act_layer {act!r} is not supported; use one of '
-                         f'{sorted(_OFFICIAL_ACTS)}')
-    if rasa.get('init', 'kaiming') not in ('kaiming', 'dirac'):
-        raise ValueError(f"official LVT rasa_cfg init {rasa['init']!r} is not 'kaiming' or 'dirac'")
-    backbone = dict(
-        arch=dict(depths=list(arch['layers']), embed_dims=list(arch['embed_dims']),
-                  num_heads=list(arch['num_heads']), mlp_ratios=list(arch['mlp_ratios']),
-                  depthwise_mlp=[bool(d) for d in arch['mlp_depconv']],
-                  sr_ratios=list(arch.get('sr_ratios', [1, 1, 1, 1])), sa_layers=sa_layers),
-        in_channels=arch.get('in_chans', 3), rasa_recursions=int(rasa.get('r_num', 1)),
-        atrous_rates=rasa.get('atrous_rates'), atrous_act_cfg=dict(type=_OFFICIAL_ACTS[act]),
-        qkv_bias=bool(arch.get('qkv_bias', False)), qk_scale=arch.get('qk_scale'),
-        attn_drop_rate=arch.get('attn_drop_rate', 0.), drop_path_rate=arch.get('drop_path_rate', 0.))
-    if not arch.get('with_cls_head', True):
-        backbone.update(out_indices=tuple(range(len(arch['layers']))), out_norm=True)
-        return backbone, None
-    head = dict(num_classes=arch.get('num_classes', 1000), in_channels=arch['embed_dims'][-1],
-                num_heads=arch['num_heads'][-1], mlp_ratio=arch['mlp_ratios'][-1], num_blocks=len(post))
-    return backbone, head

@@ -17,10 +17,11 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import ChannelsLastStagesMixin
+from .base import ChannelsLastStagesMixin, stage_reductions
 from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..converters.posmlp_video import checkpoint_filter_fn
+from ..layers.export_mode import exporting
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
-from ..layers.relative_position import LearnedPositionMixing
 from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
 
 #: block types of Fig. 2 / Table 3 (paper names; lower case accepted).
@@ -68,12 +69,13 @@ def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window,
         win, valid = tuple(window[1:]), (H, W)
     else:
         y, win, valid = x, tuple(window), (T, H, W)
-    y = pad_to_multiple(y, win)
-    layout = make_layout(y, valid, win)
+    in_graph = exporting(gate)  # the unit's export mode
+    y = pad_to_multiple(y, win, in_graph)
+    layout = make_layout(y, valid, win, in_graph=in_graph)
     windows = layout.partition(y)
     windows = gate(windows, layout) if mlp is None else gate.forward_mlp(windows, *mlp, layout=layout)
     y = layout.reverse(windows)
-    y = crop(y, valid)
+    y = crop(y, valid, in_graph)
     C2 = y.shape[-1]
     if axes == 't':
         return y.reshape(B, H, W, T, C2).permute(0, 3, 1, 2, 4)
@@ -195,6 +197,28 @@ class PosMLPVideoBlock(nn.Module):
         return x + self.drop_path(mods[0](x))
 
 
+def _checked_block_options(block_type: str, parallel_version: str, cascade_residual: str) -> str:
+    """The canonical spelling of ``block_type``; unknown block types, versions or residuals refused."""
+    canonical = {b.lower(): b for b in BLOCK_TYPES}.get(str(block_type).lower())
+    if canonical is None:
+        raise KeyError(f'unknown block_type {block_type!r}; choose one of {list(BLOCK_TYPES)}')
+    if parallel_version not in PARALLEL_VERSIONS:
+        raise KeyError(f'unknown parallel_version {parallel_version!r}; choose one of {PARALLEL_VERSIONS}')
+    if cascade_residual not in ('each', 'outer'):
+        raise ValueError(f"cascade_residual must be 'each' or 'outer', got {cascade_residual!r}")
+    return canonical
+
+
+def _video_stem(in_channels: int, embed_dims: int, norm_cfg: dict, act_cfg: dict) -> nn.Sequential:
+    """Two (1, 3, 3)/(1, 2, 2) Conv3d + norm, an activation between them (stride 4 in space)."""
+    conv3d = dict(type='Conv3d')
+    return nn.Sequential(
+        ConvModule(in_channels, embed_dims // 2, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
+                   conv_cfg=conv3d, norm_cfg=norm_cfg, act_cfg=act_cfg),
+        ConvModule(embed_dims // 2, embed_dims, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
+                   conv_cfg=conv3d, norm_cfg=norm_cfg, act_cfg=None))
+
+
 class SpatialDownsample(nn.Module):
     """Fig. 4(b): Conv3d (1,3,3) stride (1,2,2) + LayerNorm over channels (channels-last)."""
 
@@ -312,65 +336,52 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self, extra_keys=('inflate', ))  # refuse a misspelt Pretrained init_cfg when built
         s = self.arch_settings = self._parse_arch(arch)
-        downsamples = [True] * (len(s['embed_dims']) - 1) if downsamples is None else [bool(d) for d in downsamples]
-        if len(downsamples) != len(s['embed_dims']) - 1:
-            raise ValueError(f'downsamples has {len(downsamples)} entries; the arch has {len(s["embed_dims"])} '
-                             'stages, so it needs one per stage after the first')
-        for i, d in enumerate(downsamples):
-            if not d and s['embed_dims'][i] != s['embed_dims'][i + 1]:
-                raise ValueError(f'stage {i + 1} has no downsampling but changes channels '
-                                 f'({s["embed_dims"][i]} -> {s["embed_dims"][i + 1]}): set downsamples[{i}]=True')
-        self.downsamples = downsamples
-        bt = {b.lower(): b for b in BLOCK_TYPES}.get(str(block_type).lower())
-        if bt is None:
-            raise KeyError(f'unknown block_type {block_type!r}; choose one of {list(BLOCK_TYPES)}')
-        if parallel_version not in PARALLEL_VERSIONS:
-            raise KeyError(f'unknown parallel_version {parallel_version!r}; choose one of {PARALLEL_VERSIONS}')
-        if cascade_residual not in ('each', 'outer'):
-            raise ValueError(f"cascade_residual must be 'each' or 'outer', got {cascade_residual!r}")
-        self.block_type, self.parallel_version, self.image_mode = bt, parallel_version, image_mode
         num_stages = len(s['embed_dims'])
+        self.downsamples = self._checked_downsamples(downsamples)
+        self.block_type = _checked_block_options(block_type, parallel_version, cascade_residual)
+        self.parallel_version, self.image_mode = parallel_version, image_mode
         windows = window_sizes if window_sizes is not None else s['window_sizes']
         self.window_sizes = [to_tuple(w, 3) for w in windows]
         if len(self.window_sizes) != num_stages:
             raise ValueError(f'window_sizes has {len(self.window_sizes)} entries, the arch has {num_stages} stages')
-        out_indices = [i + num_stages if i < 0 else i for i in out_indices]
-        if not out_indices or not all(0 <= i < num_stages for i in out_indices):
-            raise ValueError(f'out_indices {out_indices} out of range for {num_stages} stages')
-        self.out_indices = tuple(out_indices)
-        self.frozen_stages, self.norm_eval = frozen_stages, norm_eval
+        self._set_out_indices(out_indices, num_stages)
+        self._set_frozen_stages(frozen_stages, num_stages, norm_eval)
         self.embed_dims = list(s['embed_dims'])
         self.in_channels = in_channels
+        self.patch_embed = _video_stem(in_channels, self.embed_dims[0], stem_norm_cfg, act_cfg)
+        block_cfg = dict(block_type=self.block_type, version=parallel_version, cascade_residual=cascade_residual,
+                         mlp_ratio=s['mlp_ratio'], gate_type=gate_type, image_mode=image_mode, drop_rate=drop_rate,
+                         norm_cfg=norm_cfg, act_cfg=act_cfg, gate_cfg=gate_cfg)
+        self._build_stages(drop_path_rate, block_cfg, norm_cfg, with_cp)
+        self._build_outputs(self.embed_dims, stage_reductions(4, self.downsamples), norm_cfg, out_norm)
+        self._freeze_stages()
 
-        c0 = s['embed_dims'][0]
-        conv3d = dict(type='Conv3d')
-        self.patch_embed = nn.Sequential(
-            ConvModule(in_channels, c0 // 2, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
-                       conv_cfg=conv3d, norm_cfg=stem_norm_cfg, act_cfg=act_cfg),
-            ConvModule(c0 // 2, c0, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=True,
-                       conv_cfg=conv3d, norm_cfg=stem_norm_cfg, act_cfg=None))
-        dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
+    def _checked_downsamples(self, downsamples: Optional[Sequence[bool]]) -> List[bool]:
+        """One bool per stage after the first (default all True); a stage without one keeps its channels."""
+        dims = self.arch_settings['embed_dims']
+        downsamples = [True] * (len(dims) - 1) if downsamples is None else [bool(d) for d in downsamples]
+        if len(downsamples) != len(dims) - 1:
+            raise ValueError(f'downsamples has {len(downsamples)} entries; the arch has {len(dims)} '
+                             'stages, so it needs one per stage after the first')
+        for i, d in enumerate(downsamples):
+            if not d and dims[i] != dims[i + 1]:
+                raise ValueError(f'stage {i + 1} has no downsampling but changes channels '
+                                 f'({dims[i]} -> {dims[i + 1]}): set downsamples[{i}]=True')
+        return downsamples
+
+    def _build_stages(self, drop_path_rate: float, block_cfg: dict, norm_cfg: dict, with_cp: bool) -> None:
+        depths = self.arch_settings['depths']
+        groups = self.arch_settings['groups']
+        dpr = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.stages = nn.ModuleList()
         cursor = 0
-        for i in range(num_stages):
-            block_kwargs = [
-                dict(block_type=bt, version=parallel_version, cascade_residual=cascade_residual,
-                     drop_path_rate=dpr[cursor + j], mlp_ratio=s['mlp_ratio'], window=self.window_sizes[i],
-                     groups=s['groups'][i], gate_type=gate_type, image_mode=image_mode, drop_rate=drop_rate,
-                     norm_cfg=norm_cfg, act_cfg=act_cfg, gate_cfg=gate_cfg)
-                for j in range(s['depths'][i])
-            ]
-            cursor += s['depths'][i]
-            self.stages.append(PosMLPVideoStage(s['embed_dims'][i - 1] if i else c0, s['embed_dims'][i],
-                                                downsample=i > 0 and downsamples[i - 1],
-                                                block_kwargs=block_kwargs,
-                                                norm_cfg=norm_cfg, with_cp=with_cp))
-        self._build_outputs(s['embed_dims'], norm_cfg, out_norm)
-        reduction = 4
-        for i, info in enumerate(self.feature_info):
-            reduction *= 2 if i and downsamples[i - 1] else 1
-            info['reduction'] = reduction
-        self._freeze_stages()
+        for i, depth in enumerate(depths):
+            block_kwargs = [dict(drop_path_rate=dpr[cursor + j], window=self.window_sizes[i], groups=groups[i],
+                                 **block_cfg) for j in range(depth)]
+            cursor += depth
+            self.stages.append(PosMLPVideoStage(self.embed_dims[i - 1] if i else self.embed_dims[0],
+                                                self.embed_dims[i], downsample=i > 0 and self.downsamples[i - 1],
+                                                block_kwargs=block_kwargs, norm_cfg=norm_cfg, with_cp=with_cp))
 
     @classmethod
     def _parse_arch(cls, arch) -> Dict:
@@ -410,7 +421,7 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
             allowed = self._new_output_norm_keys()
             if pretrained.get('inflate', False):
                 allowed += self.temporal_gate_keys()
-            res = load_pretrained_init_cfg(self, pretrained, converter=_maybe_convert_official,
+            res = load_pretrained_init_cfg(self, pretrained, converter=checkpoint_filter_fn,
                                            allowed_missing=allowed)
             temporal = set(self.temporal_gate_keys())
             new = [k for k in res.missing_keys if k in temporal]
@@ -444,15 +455,16 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
         if self.image_mode and x.shape[2] != 1:
             raise ValueError('image_mode=True has no temporal mixing: feed images (T=1) or build a video model')
         x = self.patch_embed(x).permute(0, 2, 3, 4, 1)  # (B, T, H, W, C)
-        outs = []
+        outs = {}
         for i, stage in enumerate(self.stages):
             x = stage(x)
             if i in self.out_indices:
                 out = self._output(i, x)
-                outs.append(out[:, :, 0] if image_input else out)
+                outs[i] = out[:, :, 0] if image_input else out
+        outs = self._ordered_outputs(outs)
         if len(outs) == 1 and not self.image_mode:
             return outs[0]  # mmaction2 heads take a tensor
-        return tuple(outs)  # mmpretrain/mmdet convention
+        return outs  # mmpretrain/mmdet convention
 
     def stage_features(self, x: torch.Tensor) -> List[torch.Tensor]:
         """Channels-last ``(B, T, H, W, C)`` output of every stage (no norm), for tests/tools."""
@@ -462,143 +474,3 @@ class PosMLPVideo(ChannelsLastStagesMixin, BaseModule):
             x = stage(x)
             feats.append(x)
         return feats
-
-
-# ---------------------------------------------------------------------- official checkpoints
-def convert_official_posmlp_video(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Official ``zhouds1918/PosMLP_Video`` (SlowFast ``PosMLP_Video``) keys -> ours.
-
-    * ``patch_embed1.proj{1,2}``/``norm{1,2}`` -> ``patch_embed.{0,1}.conv``/``.bn``;
-      ``patch_embed{s+1}.proj/norm`` (s>=1) -> ``stages.s.downsample.conv/norm``.
-    * ``blocks{s}.{j}.fc.encoder`` -> ``stages.{s-1}.blocks.{j}.spatial`` (PoSGU branch),
-      ``t_fc.encoder`` -> ``.temporal`` (PoTGU); ``gate_unit.pos.window_relative_position_bias_table``
-      -> ``gate_{s,t}.mixing.relative_position_table`` (same Swin index for space; the
-      official temporal index is ``i - j + T - 1`` with i = query, which is ours in 1D);
-      ``token_proj_n_bias`` (1, N, 1) -> ``token_bias`` (N,); index buffers dropped.
-    * final ``norm`` -> ``norm3``; ``head.*`` kept (the tool maps it to ``cls_head.fc_cls``).
-    """
-    out = {}
-    stages = sorted({int(k.split('.')[0][len('blocks'):]) for k in state if k.startswith('blocks')})
-    last = (stages[-1] - 1) if stages else 3
-    for key, value in state.items():
-        if key.endswith('window_relative_position_index'):
-            continue
-        new = key
-        if key.startswith('patch_embed1.'):
-            rest = key[len('patch_embed1.'):]
-            kind, param = rest.split('.', 1)
-            idx = int(kind[-1]) - 1
-            new = f'patch_embed.{idx}.{"conv" if kind.startswith("proj") else "bn"}.{param}'
-        elif key.startswith('patch_embed'):
-            head, rest = key.split('.', 1)
-            s = int(head[len('patch_embed'):]) - 1
-            new = f'stages.{s}.downsample.' + rest.replace('proj.', 'conv.', 1)
-        elif key.startswith('blocks'):
-            head, j, branch, rest = key.split('.', 3)
-            s = int(head[len('blocks'):]) - 1
-            name, gate = ('spatial', 'gate_s') if branch == 'fc' else ('temporal', 'gate_t')
-            rest = rest[len('encoder.'):]
-            if rest.startswith('gate_unit.pos.'):
-                leaf = rest[len('gate_unit.pos.'):]
-                if leaf == 'token_proj_n_bias':
-                    rest, value = f'{gate}.token_bias', value.reshape(-1)
-                elif leaf == 'window_relative_position_bias_table':
-                    rest = f'{gate}.mixing.relative_position_table'
-                else:
-                    raise KeyError(f'unexpected official key {key}')
-            new = f'stages.{s}.blocks.{j}.{name}.{rest}'
-        elif key.startswith('norm.'):
-            new = f'norm{last}.' + key[len('norm.'):]
-        out[new] = value
-    return out
-
-
-def _maybe_convert_official(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    if any(k.startswith('patch_embed1.') for k in state):
-        state = convert_official_posmlp_video(state)
-    head = [k for k in state if k.startswith(('head.', 'cls_head.'))]
-    if head:
-        print_log(f'PosMLPVideo: the classifier keys {head} of the checkpoint are not backbone weights; left unused',
-                  logger='current')
-    return {k: v for k, v in state.items() if not k.startswith(('head.', 'cls_head.'))}
-
-
-#: the cfg keys the official ``PosMLP_Video.__init__`` reads (section -> keys)
-OFFICIAL_CFG_KEYS = {
-    None: {'WIN_SIZE', 'WIN_SIZE_T', 'POSGAMMA'},
-    'POSMLP_VIDEO': {'SHIFT', 'LAYERS', 'TRANSITIONS', 'EMBED_DIMS', 'PATCH_SIZE', 'DROP_DEPTH_RATE',
-                     'PRETRAIN_PATH'},
-    'MODEL': {'NUM_CLASSES'},
-    'DATA': {'TRAIN_CROP_SIZE', 'INPUT_CHANNEL_NUM'},
-}
-
-
-def official_cfg_to_ours(cfg: dict) -> dict:
-    """The official yacs cfg tree (test vector ``arch_json``) -> our constructor kwargs.
-
-    Every key ``PosMLP_Video`` reads is mapped; unknown keys in ``POSMLP_VIDEO`` are refused
-    (other sections of a SlowFast cfg, e.g. ``SOLVER``, are not model options). No-ops in the
-    released code, accepted: ``SHIFT`` (its layers' shift size is hard-wired to 0, so
-    ``SHIFT=True`` partitions the same windows), ``PATCH_SIZE`` and ``TRAIN_CROP_SIZE`` (unused
-    by the modules), ``PRETRAIN_PATH`` (initialisation), ``NUM_CLASSES`` (the head).
-    ``TRANSITIONS[i] = False`` removes the downsampling before stage ``i + 1`` when the channels
-    stay; when they change, the official ``Downsample`` ignores its patch size and still
-    halves the map, as ours does.
-    """
-    for section, known in OFFICIAL_CFG_KEYS.items():
-        if section is None:
-            continue
-        unknown = sorted(set(cfg.get(section, {})) - known)
-        if section == 'POSMLP_VIDEO' and unknown:
-            raise ValueError(f'unknown official POSMLP_VIDEO options {unknown}; known: {sorted(known)}')
-    pv = cfg['POSMLP_VIDEO']
-    dims = list(pv['EMBED_DIMS'])
-    n = len(pv['LAYERS'])
-    if n != 4 or len(dims) != 4:
-        raise ValueError(f'the official PosMLP_Video has exactly 4 stages; LAYERS/EMBED_DIMS have {n}/{len(dims)}')
-    transitions = list(pv.get('TRANSITIONS', [True] * 4))
-    wins = [(t, w, w) for t, w in zip(cfg['WIN_SIZE_T'], cfg['WIN_SIZE'])]
-    in_channels = list(cfg.get('DATA', {}).get('INPUT_CHANNEL_NUM', [3]))
-    if len(in_channels) != 1:
-        raise ValueError(f'official INPUT_CHANNEL_NUM={in_channels} has several pathways; PosMLP_Video reads one')
-    return dict(arch=dict(embed_dims=dims, depths=list(pv['LAYERS']), mlp_ratio=2,
-                          groups=list(cfg['POSGAMMA']), window_sizes=[list(w) for w in wins]),
-                in_channels=int(in_channels[0]),
-                downsamples=[bool(transitions[i]) or dims[i] != dims[i + 1] for i in range(3)],
-                block_type='PoTGU+PoSGU', gate_type='glrpe', drop_path_rate=float(pv.get('DROP_DEPTH_RATE', 0.1)))
-
-
-def inflate_image_state_dict(state: Dict[str, torch.Tensor], video: PosMLPVideo,
-                             temporal_init: str = 'random') -> Dict[str, torch.Tensor]:
-    """Image-mode backbone weights -> a full video state dict for ``video``.
-
-    Every weight is taken from ``state`` except the units that span time, which the image
-    model does not have (identity gates): they come from ``video``'s own initialisation
-    (``'random'``, the paper: "randomly initialized") or are set to the identity
-    (``'identity'``: offset-0 entry 1, others and the token bias 0, so the inflated model
-    reproduces the image model frame by frame). Returns the state dict; the new keys are
-    ``video.temporal_gate_keys()``.
-    """
-    if temporal_init not in ('random', 'identity'):
-        raise ValueError(f"temporal_init must be 'random' or 'identity', got {temporal_init!r}")
-    own = video.state_dict()
-    new_keys = set(video.temporal_gate_keys())
-    missing = [k for k in own if k not in state and k not in new_keys and not k.startswith('norm')]
-    if missing:
-        raise KeyError(f'the image checkpoint lacks {len(missing)} backbone weights (e.g. {missing[:5]}); '
-                       'was it trained with the same arch (image_mode=True)?')
-    out = {k: v for k, v in state.items() if k in own}
-    for k in new_keys:
-        value = own[k].clone()
-        if temporal_init == 'identity':
-            gate = video.get_submodule(k.rsplit('.mixing.', 1)[0] if '.mixing.' in k else k.rsplit('.', 1)[0])
-            if not isinstance(gate.mixing, LearnedPositionMixing) or gate.mixing.token_fc:
-                raise ValueError("temporal_init='identity' needs LRPE gates (gate_type 'glrpe'/'lrpe')")
-            value.zero_()
-            if k.endswith('relative_position_table'):
-                value[gate.mixing.relative_index.diagonal()[0].item()] = 1.0
-        out[k] = value
-    for k in own:
-        if k not in out:
-            out[k] = own[k].clone()  # e.g. output norms the image model lacked
-    return out

@@ -13,23 +13,21 @@ position tables (``pos_embed_type='learnable'``), its class token on the last st
 three it is PVT v1 itself (official ``PyramidVisionTransformer``, github.com/whai362/PVT, and
 mmdet's ``PyramidVisionTransformer``: both checkpoint layouts convert).
 """
-import fnmatch
 import functools
 import math
-import re
-from typing import Dict, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
-from mmengine.logging import print_log
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_, trunc_normal_init
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from mmposmlp.models.converters.pvt_peg import checkpoint_filter_fn
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.models.layers.position_encoding import AbsolutePositionEmbedding
 from mmposmlp.registry import MODELS
@@ -213,7 +211,7 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         norm_eval (bool): keep BatchNorm layers (e.g. in a PEG variant) in eval mode.
         with_cp (bool): gradient checkpointing per block.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=..., prefix=...)``
-            loads through :func:`convert_pcpvt` (accepts official Twins, timm, mmpretrain,
+            loads through ``converters.pvt_peg.convert_pcpvt`` (accepts official Twins, timm, mmpretrain,
             official / mmdet PVT v1 and mmposmlp layouts) and raises if a backbone key is missing.
             A PVT v1 classifier loaded without class token (``ignore_keys=['cls_token']``) also
             loses the class-token slot of its last position table (logged).
@@ -255,37 +253,52 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                  init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
-        if isinstance(arch, str):
-            if arch.lower() not in self.arch_zoo:
-                raise ValueError(f'unknown PVTPEG arch {arch!r}; choose one of '
-                                 f'{sorted(set(self.arch_zoo))} or pass a dict with {self.essential_keys}')
-            arch = {**self._common, **self.arch_zoo[arch.lower()]}
-        else:
-            missing = set(self.essential_keys) - set(arch)
-            if missing:
-                raise ValueError(f'custom PVTPEG arch is missing {sorted(missing)}; needs {self.essential_keys}')
-        self.depths = list(arch['depths'])
-        self.embed_dims = list(arch['embed_dims'])
-        self.num_heads = list(arch['num_heads'])
-        self.mlp_ratios = list(arch['mlp_ratios'])
-        self.sr_ratios = list(arch['sr_ratios'])
-        self.num_stages = len(self.depths)
-        for k in self.essential_keys:
-            if len(arch[k]) != self.num_stages:
-                raise ValueError(f'arch[{k!r}] has {len(arch[k])} entries, expected {self.num_stages}')
-        if len(patch_sizes) != self.num_stages:
-            raise ValueError(f'patch_sizes needs {self.num_stages} entries, got {patch_sizes}')
-        self.patch_sizes = list(patch_sizes)
+        self._set_arch(arch, patch_sizes)
         self.in_channels = in_channels
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        out_indices = [i % self.num_stages for i in out_indices]
-        self.out_indices = sorted(out_indices)
+        self._set_out_indices(out_indices, self.num_stages)
         if isinstance(norm_after_stage, bool):
             norm_after_stage = [norm_after_stage] * self.num_stages
         if len(norm_after_stage) != self.num_stages:
             raise ValueError(f'norm_after_stage needs {self.num_stages} entries, got {norm_after_stage}')
         self.norm_after_stage = list(norm_after_stage)
+        self.peg_after_block = self._checked_peg(peg_after_block, peg_cfg)
+        self.pos_embed_type = pos_embed_type
+        self.pretrain_img_size = self._checked_pos_embed(pos_embed_type, pretrain_img_size)
+        self.with_cls_token, self.out_type = self._checked_out_type(with_cls_token, out_type)
+        self._set_frozen_stages(frozen_stages, self.num_stages, norm_eval)
+        self.with_cp = with_cp
+        self.min_input_size = max(s * r for s, r in zip(self._reductions(), self.sr_ratios))
+        block_cfg = dict(qkv_bias=qkv_bias, drop_rate=drop_rate, attn_drop_rate=attn_drop_rate, norm_cfg=norm_cfg,
+                         sr_norm_cfg=embed_norm_cfg if sr_norm_cfg is None else sr_norm_cfg, ffn_cfg=ffn_cfg,
+                         with_cp=with_cp, qk_scale=qk_scale)
+        self._build_stages(drop_path_rate, block_cfg, embed_norm_cfg, norm_cfg, dict(peg_cfg or {}))
+        if self.with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims[-1]))
+        self.pos_drop = nn.Dropout(drop_rate)
+        self._set_feature_info(self.embed_dims, self._reductions())
+        self._freeze_stages()
+
+    def _set_arch(self, arch, patch_sizes: Sequence[int]) -> None:
+        """The per-stage settings of ``arch`` (a name or a dict of :attr:`essential_keys`) and ``patch_sizes``."""
+        if isinstance(arch, str):
+            if arch.lower() not in self.arch_zoo:
+                raise ValueError(f'unknown PVTPEG arch {arch!r}; choose one of '
+                                 f'{sorted(set(self.arch_zoo))} or pass a dict with {self.essential_keys}')
+            arch = {**self._common, **self.arch_zoo[arch.lower()]}
+        missing = set(self.essential_keys) - set(arch)
+        if missing:
+            raise ValueError(f'custom PVTPEG arch is missing {sorted(missing)}; needs {self.essential_keys}')
+        self.num_stages = len(arch['depths'])
+        for k in self.essential_keys:
+            if len(arch[k]) != self.num_stages:
+                raise ValueError(f'arch[{k!r}] has {len(arch[k])} entries, expected {self.num_stages}')
+        if len(patch_sizes) != self.num_stages:
+            raise ValueError(f'patch_sizes needs {self.num_stages} entries, got {patch_sizes}')
+        self.depths, self.embed_dims, self.num_heads, self.mlp_ratios, self.sr_ratios = (
+            list(arch[k]) for k in self.essential_keys)
+        self.patch_sizes = list(patch_sizes)
+
+    def _checked_peg(self, peg_after_block: Optional[int], peg_cfg: Optional[dict]) -> Optional[int]:
         if peg_after_block is None:
             if peg_cfg is not None:
                 raise ValueError(f'peg_cfg={peg_cfg} shapes a PEG but peg_after_block=None builds none: drop peg_cfg '
@@ -293,58 +306,53 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         elif not 0 <= peg_after_block < min(self.depths):
             raise ValueError(f'peg_after_block={peg_after_block} must index a block of every stage '
                              f'(depths {self.depths}) or be None (no PEG)')
-        self.peg_after_block = peg_after_block
+        return peg_after_block
+
+    def _checked_pos_embed(self, pos_embed_type: Optional[str], pretrain_img_size: Optional[int]) -> int:
+        """The input size the position tables are built for (224 unless given)."""
         if pos_embed_type not in POS_EMBED_TYPES:
             raise ValueError(f'unknown PVTPEG pos_embed_type {pos_embed_type!r}; choose one of {POS_EMBED_TYPES} '
                              "(None: no table, 'learnable': PVT v1's per-stage tables)")
         if pos_embed_type is None and pretrain_img_size is not None:
             raise ValueError(f'pretrain_img_size={pretrain_img_size} sizes position tables but pos_embed_type=None '
                              "builds none: drop it or set pos_embed_type='learnable'")
-        self.pos_embed_type = pos_embed_type
-        self.pretrain_img_size = 224 if pretrain_img_size is None else int(pretrain_img_size)
-        if pos_embed_type is not None and self.pretrain_img_size % math.prod(self.patch_sizes):
-            raise ValueError(f'pretrain_img_size={self.pretrain_img_size} must be divisible by the total patch stride '
+        size = 224 if pretrain_img_size is None else int(pretrain_img_size)
+        if pos_embed_type is not None and size % math.prod(self.patch_sizes):
+            raise ValueError(f'pretrain_img_size={size} must be divisible by the total patch stride '
                              f'{math.prod(self.patch_sizes)} (the position tables hold the stage grids at that size)')
+        return size
+
+    def _checked_out_type(self, with_cls_token: bool, out_type: str):
         if out_type not in OUT_TYPES:
             raise ValueError(f'unknown PVTPEG out_type {out_type!r}; choose one of {OUT_TYPES}')
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError("out_type='cls_token' returns the class token: set with_cls_token=True "
                              "(or use out_type='featmap')")
-        if out_type == 'cls_token' and self.out_indices != [self.num_stages - 1]:
+        if out_type == 'cls_token' and self.out_indices != (self.num_stages - 1, ):
             raise ValueError(f"out_type='cls_token' returns the class token, which only the last stage has: set "
                              f'out_indices=({self.num_stages - 1},), got {tuple(self.out_indices)}')
-        self.with_cls_token = bool(with_cls_token)
-        self.out_type = out_type
-        self.frozen_stages = frozen_stages
-        self.norm_eval = norm_eval
-        self.with_cp = with_cp
-        # total stride required so that every strided conv (patch embeds, SR) sees >= 1 pixel
-        self.min_input_size = 1
-        stride = 1
-        for i in range(self.num_stages):
-            stride *= self.patch_sizes[i]
-            self.min_input_size = max(self.min_input_size, stride * self.sr_ratios[i])
+        return bool(with_cls_token), out_type
 
-        peg_cfg = dict(peg_cfg or {})
-        sr_norm_cfg = embed_norm_cfg if sr_norm_cfg is None else sr_norm_cfg
+    def _reductions(self) -> List[int]:
+        """Total stride of every stage (the product of the patch sizes so far)."""
+        return [math.prod(self.patch_sizes[:i + 1]) for i in range(self.num_stages)]
+
+    def _build_stages(self, drop_path_rate: float, block_cfg: dict, embed_norm_cfg: dict, norm_cfg: dict,
+                      peg_cfg: dict) -> None:
+        """Per stage: patch embedding, blocks, PEG, position table and output norm."""
         dpr = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()
         self.patch_embeds = ModuleList()
         self.stages = ModuleList()
-        self.pegs = ModuleList() if peg_after_block is not None else None
-        self.pos_embeds = ModuleList() if pos_embed_type is not None else None
-        cur = 0
-        stride = 1
-        prev = in_channels
-        for i in range(self.num_stages):
-            C = self.embed_dims[i]
+        self.pegs = ModuleList() if self.peg_after_block is not None else None
+        self.pos_embeds = ModuleList() if self.pos_embed_type is not None else None
+        cur, prev = 0, self.in_channels
+        for i, (C, stride) in enumerate(zip(self.embed_dims, self._reductions())):
             self.patch_embeds.append(PatchEmbedFloor(prev, C, self.patch_sizes[i], embed_norm_cfg))
             self.stages.append(ModuleList([
-                PVTBlock(C, self.num_heads[i], self.mlp_ratios[i], self.sr_ratios[i], qkv_bias, drop_rate,
-                         attn_drop_rate, dpr[cur + j], norm_cfg, sr_norm_cfg, ffn_cfg, with_cp, qk_scale)
-                for j in range(self.depths[i])]))
+                PVTBlock(C, self.num_heads[i], self.mlp_ratios[i], self.sr_ratios[i], drop_path_rate=dpr[cur + j],
+                         **block_cfg) for j in range(self.depths[i])]))
             if self.pegs is not None:
                 self.pegs.append(PEG(C, **peg_cfg))
-            stride *= self.patch_sizes[i]
             if self.pos_embeds is not None:
                 grid = self.pretrain_img_size // stride
                 self.pos_embeds.append(AbsolutePositionEmbedding(
@@ -354,25 +362,13 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
                 self.add_module(f'norm{i}', build_norm_layer(norm_cfg, C)[1])
             cur += self.depths[i]
             prev = C
-        if self.with_cls_token:
-            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims[-1]))
-        self.pos_drop = nn.Dropout(drop_rate)
-        self.out_channels = [self.embed_dims[i] for i in self.out_indices]
-        red = []
-        s = 1
-        for p in self.patch_sizes:
-            s *= p
-            red.append(s)
-        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=red[i], module=f'stages.{i}')
-                             for i in self.out_indices]
-        self._freeze_stages()
 
     # ------------------------------------------------------------------ init / loading
     def init_weights(self):
         pretrained = pretrained_init_cfg(self)
         if pretrained is not None:
-            convert = functools.partial(convert_pcpvt, ignore_keys=tuple(pretrained.get('ignore_keys', ())))
-            load_pretrained_init_cfg(self, pretrained, converter=lambda sd: self._drop_unused_cls_slot(convert(sd)))
+            load_pretrained_init_cfg(self, pretrained, converter=functools.partial(
+                checkpoint_filter_fn, model=self, ignore_keys=tuple(pretrained.get('ignore_keys', ()))))
             return
         super().init_weights()
         if self.init_cfg is None:
@@ -409,20 +405,6 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             return (self.cls_token, )
         return ()
 
-    def _drop_unused_cls_slot(self, state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-        """A PVT v1 classifier's last position table holds a class-token slot first; a backbone
-        without class token (the dense PVT v1 of the official detection code and mmdet) drops it."""
-        if self.pos_embeds is None or self.with_cls_token:
-            return state
-        key = f'pos_embeds.{self.num_stages - 1}.pos_embed'
-        rows = self.pos_embeds[-1].pos_embed.shape[1]
-        if key in state and state[key].dim() == 3 and state[key].shape[1] == rows + 1:
-            state = dict(state)
-            state[key] = state[key][:, 1:]
-            print_log(f'PVTPEG: dropped the class-token slot of {key} (the backbone has no class token)',
-                      logger='current')
-        return state
-
     def _has_cls(self, i: int) -> bool:
         """Whether stage ``i`` carries the class token (PVT v1: the last stage only)."""
         return self.with_cls_token and i == self.num_stages - 1
@@ -434,7 +416,7 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
         if min(x.shape[2:]) < self.min_input_size:
             raise ValueError(f'input {tuple(x.shape[2:])} is too small for PVTPEG: every side must be '
                              f'>= {self.min_input_size} (total patch stride x spatial-reduction ratio)')
-        outs = []
+        outs = {}
         B = x.shape[0]
         for i in range(self.num_stages):
             x, hw = self.patch_embeds[i](x)
@@ -451,310 +433,9 @@ class PVTPEG(FrozenStagesMixin, BaseModule):
             if self.norm_after_stage[i]:
                 x = getattr(self, f'norm{i}')(x)
             if i in self.out_indices and self.out_type == 'cls_token':
-                outs.append(x[:, 0])
+                outs[i] = x[:, 0]
                 continue
             x = x[:, extra:].transpose(1, 2).reshape(B, self.embed_dims[i], *hw)
             if i in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
-
-
-# ---------------------------------------------------------------------- checkpoint conversion
-def _official_key(k: str) -> Optional[str]:
-    """Official Twins ``CPVTV2`` / timm ``twins`` key -> PVTPEG key (None: not a backbone key)."""
-    m = re.match(r'patch_embeds\.(\d+)\.proj\.(.*)', k)
-    if m:
-        return f'patch_embeds.{m[1]}.projection.{m[2]}'
-    if re.match(r'patch_embeds\.\d+\.norm\.', k):
-        return k
-    m = re.match(r'blocks\.(\d+)\.(\d+)\.(.*)', k)
-    if m:
-        rest = m[3].replace('mlp.fc1.', 'ffn.fc1.').replace('mlp.fc2.', 'ffn.fc2.')
-        return f'stages.{m[1]}.{m[2]}.{rest}'
-    m = re.match(r'pos_block\.(\d+)\.(.*)', k)
-    if m:
-        return f'pegs.{m[1]}.{m[2]}'
-    m = re.match(r'norm_list\.(\d+)\.(.*)', k)
-    if m:  # the official detection/segmentation backbone's extra_norm
-        return f'norm{m[1]}.{m[2]}'
-    if k.startswith('norm.'):
-        return 'norm3.' + k[5:]
-    return None
-
-
-def _mmpretrain_key(k: str) -> Optional[str]:
-    """mmpretrain ``PCPVT`` key (without 'backbone.') -> PVTPEG key."""
-    if k.startswith('patch_embeds.'):
-        return k
-    m = re.match(r'position_encodings\.(\d+)\.proj\.(weight|bias)', k)
-    if m:
-        return f'pegs.{m[1]}.proj.0.{m[2]}'
-    m = re.match(r'stages\.(\d+)\.(\d+)\.(.*)', k)
-    if m:
-        rest = m[3].replace('ffn.layers.0.0.', 'ffn.fc1.').replace('ffn.layers.1.', 'ffn.fc2.')
-        return f'stages.{m[1]}.{m[2]}.{rest}'
-    m = re.match(r'norm_after_stage(\d+)\.(.*)', k)
-    if m:
-        return f'norm{m[1]}.{m[2]}'
-    return None
-
-
-def _pvt_v1_key(k: str) -> Optional[str]:
-    """Official PVT v1 (github.com/whai362/PVT ``PyramidVisionTransformer``, classification and
-    detection/segmentation copies) key -> PVTPEG key (None: not a backbone key)."""
-    m = re.match(r'patch_embed(\d+)\.(proj|norm)\.(.*)', k)
-    if m:
-        return f'patch_embeds.{int(m[1]) - 1}.{"projection" if m[2] == "proj" else "norm"}.{m[3]}'
-    m = re.match(r'pos_embed(\d+)$', k)
-    if m:
-        return f'pos_embeds.{int(m[1]) - 1}.pos_embed'
-    m = re.match(r'block(\d+)\.(\d+)\.(.*)', k)
-    if m:
-        rest = m[3].replace('mlp.fc1.', 'ffn.fc1.').replace('mlp.fc2.', 'ffn.fc2.')
-        return f'stages.{int(m[1]) - 1}.{m[2]}.{rest}'
-    if k.startswith('norm.'):
-        return 'norm3.' + k[5:]
-    if k == 'cls_token':
-        return k
-    return None
-
-
-def _convert_mmdet_pvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str]):
-    """mmdet ``PyramidVisionTransformer`` (v1; ``layers.i.{0: patch embed, 1: [pos_embed,] blocks,
-    2: norm}``, fused ``attn.attn.in_proj`` = [q; kv], 1x1-conv FFN) -> PVTPEG keys.
-    Returns (converted, unknown keys, ignored keys)."""
-    with_pos = any(re.match(r'layers\.\d+\.1\.0\.pos_embed$', k) for k in state)
-    if any('.ffn.layers.1.' in k for k in state):
-        raise ValueError('this mmdet PyramidVisionTransformer checkpoint has a depthwise conv in its FFN '
-                         '(use_conv_ffn, PVT v2): PVTPEG has the plain PVT v1 FFN only')
-    out, unknown, ignored = {}, [], []
-    for k, v in state.items():
-        nk = None
-        m = re.match(r'layers\.(\d+)\.0\.(projection|norm)\.(.*)', k)
-        if m:
-            nk = f'patch_embeds.{m[1]}.{m[2]}.{m[3]}'
-        m = re.match(r'layers\.(\d+)\.1\.0\.pos_embed$', k)
-        if m and with_pos:
-            nk = f'pos_embeds.{m[1]}.pos_embed'
-        m = re.match(r'layers\.(\d+)\.1\.(\d+)\.(.*)', k)
-        if m and nk is None:
-            i, j, rest = m[1], int(m[2]) - int(with_pos), m[3]
-            pre = f'stages.{i}.{j}.'
-            a = re.match(r'attn\.attn\.in_proj_(weight|bias)$', rest)
-            f = re.match(r'ffn\.layers\.(0|3)\.(weight|bias)$', rest)
-            if a:
-                C = v.shape[0] // 3
-                out[pre + f'attn.q.{a[1]}'], out[pre + f'attn.kv.{a[1]}'] = v[:C], v[C:]
-                continue
-            if f:
-                out[pre + f'ffn.{"fc1" if f[1] == "0" else "fc2"}.{f[2]}'] = v.flatten(1) if v.dim() == 4 else v
-                continue
-            if rest.startswith('attn.attn.out_proj.'):
-                nk = pre + 'attn.proj.' + rest[len('attn.attn.out_proj.'):]
-            elif re.match(r'(norm1|norm2|attn\.sr|attn\.norm)\.', rest):
-                nk = pre + rest
-        m = re.match(r'layers\.(\d+)\.2\.(.*)', k)
-        if m:
-            nk = f'norm{m[1]}.{m[2]}'
-        if nk is not None:
-            out[nk] = v
-        elif any(fnmatch.fnmatchcase(k, p) for p in ignore_keys):
-            ignored.append(k)
-        else:
-            unknown.append(k)
-    return out, unknown, ignored
-
-
-def detect_pcpvt_layout(state: Dict[str, torch.Tensor]) -> str:
-    """'official' (Twins/timm), 'pvt_v1' (official PVT v1), 'mmdet_pvt' (mmdet
-    ``PyramidVisionTransformer``), 'mmpretrain' or 'mmposmlp' for a backbone-level state dict."""
-    keys = list(state)
-    if any(k.startswith(('blocks.', 'pos_block.')) for k in keys):
-        return 'official'
-    if any(re.match(r'(block|patch_embed|pos_embed)\d+[.]?', k) for k in keys):
-        return 'pvt_v1'
-    if any(k.startswith('layers.') for k in keys):
-        return 'mmdet_pvt'
-    if any(k.startswith(('position_encodings.', 'norm_after_stage')) or '.ffn.layers.' in k for k in keys):
-        return 'mmpretrain'
-    if any(k.startswith(('pegs.', 'stages.')) for k in keys):
-        return 'mmposmlp'
-    raise ValueError('checkpoint is neither an official Twins/timm PCPVT, an official or mmdet PVT v1, an mmpretrain '
-                     f'PCPVT nor an mmposmlp PVTPEG state dict (first keys: {keys[:5]})')
-
-
-def convert_pcpvt(state: Dict[str, torch.Tensor], ignore_keys: Sequence[str] = (),
-                  dense: Optional[bool] = None) -> Dict[str, torch.Tensor]:
-    """Backbone-level key conversion to :class:`PVTPEG`.
-
-    Accepts official Twins ``CPVTV2`` / timm ``twins`` keys (``blocks.i.j``, ``pos_block.i.proj.0``,
-    ``patch_embeds.i.proj``, final ``norm``), mmpretrain ``PCPVT`` keys (``stages.i.j``,
-    ``position_encodings.i.proj``, ``ffn.layers.0.0``/``ffn.layers.1``, ``norm_after_stage{i}``)
-    official PVT v1 keys (github.com/whai362/PVT: ``patch_embed{i}``, ``pos_embed{i}``,
-    ``block{i}.j``, ``norm``, ``cls_token``), mmdet ``PyramidVisionTransformer`` (v1) keys
-    (``layers.i.*``, fused ``in_proj`` split into ``q`` / ``kv``, 1x1-conv FFN weights flattened)
-    and our own keys (returned unchanged). The classifier ``head.*`` is left out (see
-    :func:`convert_pcpvt_head`); any other key with no place in :class:`PVTPEG` (e.g. a
-    ``cls_token`` or the official segmentation backbone's ``norm_list.*``) raises, unless it
-    matches one of the fnmatch patterns ``ignore_keys`` (then it is dropped and logged).
-
-    ``dense``: the source is the official detection/segmentation ``CPVTV2``
-    (``segmentation/gvt.py``, ``detection/gvt.py``), whose forward returns the four stage maps
-    (``norm_list.i`` -> ``norm{i}`` with ``extra_norm``) and never uses its final ``norm``: that
-    one is dropped (logged). ``None`` (default): dense exactly when ``norm_list.*`` is present.
-    """
-    layout = detect_pcpvt_layout(state)
-    if layout == 'mmposmlp':
-        return dict(state)
-    fn = {'official': _official_key, 'pvt_v1': _pvt_v1_key, 'mmpretrain': _mmpretrain_key,
-          'mmdet_pvt': lambda k: None}[layout]
-    if dense is None:
-        dense = layout == 'official' and any(k.startswith('norm_list.') for k in state)
-    out, unknown, ignored = {}, [], []
-    if layout == 'mmdet_pvt':
-        out, unknown, ignored = _convert_mmdet_pvt(state, ignore_keys)
-        state = {}
-    if dense and layout == 'official':
-        unused = [k for k in state if k.startswith('norm.')]
-        if unused:
-            print_log(f'PCPVT conversion: dropped the final norm {unused} that the official dense CPVTV2 never '
-                      'applies', logger='current')
-        state = {k: v for k, v in state.items() if not k.startswith('norm.')}
-    for k, v in state.items():
-        nk = fn(k)
-        if nk is not None:
-            out[nk] = v
-        elif any(fnmatch.fnmatchcase(k, p) for p in ignore_keys):
-            ignored.append(k)
-        elif not k.startswith('head.'):
-            unknown.append(k)
-    if unknown:
-        raise KeyError(f'{len(unknown)} keys of the {layout} PCPVT checkpoint have no place in PVTPEG: {unknown[:10]}'
-                       f'{"..." if len(unknown) > 10 else ""}; drop them explicitly with ignore_keys (CLI: '
-                       '--ignore-keys) if that is intended')
-    if ignored:
-        print_log(f'PCPVT conversion: dropped {len(ignored)} keys matching {list(ignore_keys)}: {ignored[:10]}',
-                  logger='current')
-    head = [k for k in state if k.startswith('head.') and fn(k) is None]
-    if head:
-        print_log(f'PCPVT conversion: the classifier keys {head} are not backbone weights (convert_pcpvt_head '
-                  'maps them to an mmpretrain head)', logger='current')
-    return out
-
-
-def convert_pcpvt_head(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Classifier weights as mmpretrain ``LinearClsHead`` keys (``fc.weight``/``fc.bias``)."""
-    out = {}
-    for k, v in state.items():
-        m = re.match(r'head\.(?:fc\.)?(weight|bias)$', k)
-        if m:
-            out[f'fc.{m[1]}'] = v
-    return out
-
-
-#: official Twins ``CPVTV2`` constructor defaults (``gvt.py``; the detection/segmentation
-#: copies add ``F4`` and ``extra_norm``)
-OFFICIAL_DEFAULTS = dict(img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dims=[64, 128, 256, 512],
-                         num_heads=[1, 2, 4, 8], mlp_ratios=[4, 4, 4, 4], qkv_bias=False, qk_scale=None, drop_rate=0.,
-                         attn_drop_rate=0., drop_path_rate=0., norm_layer='nn.LayerNorm', depths=[3, 4, 6, 3],
-                         sr_ratios=[8, 4, 2, 1], block_cls='Block', F4=False, extra_norm=False)
-
-
-def _official_layernorm_eps(norm_layer) -> float:
-    """The eps of an official ``norm_layer`` (``nn.LayerNorm`` or ``partial(nn.LayerNorm, eps=...)``); any
-    other norm is refused."""
-    spec = str(norm_layer).replace(' ', '').replace('nn.', '')
-    if spec == 'LayerNorm':
-        return 1e-5
-    if spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
-        return float(spec[len('partial(LayerNorm,eps='):-1])
-    raise ValueError(f"official norm_layer={norm_layer!r} is not supported: only nn.LayerNorm (any eps) is")
-
-
-def official_arch_to_ours(arch: dict, dense: bool = False) -> dict:
-    """Official Twins ``CPVTV2`` constructor kwargs (``norm_layer`` as a string, e.g.
-    ``"partial(nn.LayerNorm, eps=1e-6)"``) -> our :class:`PVTPEG` kwargs.
-
-    ``dense=False``: the classifier (``gvt.py``): ``out_indices=(3,)`` and the final norm as
-    ``norm3``; ``dense=True``: the detection/segmentation backbone, returning the 4 stage maps
-    (``F4``: the last only), normed when ``extra_norm``. Every option is mapped or refused
-    (``ValueError`` naming it); no-ops accepted: ``img_size`` (only an assertion officially),
-    ``num_classes`` (the head). ``block_cls`` other than ``Block`` (``SBlock``/``GroupBlock``,
-    the timm-block variants of Twins-SVT) is refused.
-    """
-    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
-    if unknown:
-        raise ValueError(f'unknown official CPVTV2 options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
-    a = {**OFFICIAL_DEFAULTS, **arch}
-    if not dense and (a['F4'] or a['extra_norm']):
-        raise ValueError('official F4/extra_norm exist only in the detection/segmentation CPVTV2: pass dense=True')
-    if str(a['block_cls']).split('.')[-1] != 'Block':
-        raise ValueError(f"official block_cls={a['block_cls']!r} is not supported: only Block (spatial-reduction "
-                         'attention, PCPVT) has an equivalent here')
-    eps = _official_layernorm_eps(a['norm_layer'])
-    n = len(a['depths'])
-    ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
-                          mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
-                in_channels=int(a['in_chans']), patch_sizes=[int(a['patch_size'])] + [2] * (n - 1),
-                qkv_bias=bool(a['qkv_bias']), qk_scale=a['qk_scale'], drop_rate=float(a['drop_rate']),
-                attn_drop_rate=float(a['attn_drop_rate']), drop_path_rate=float(a['drop_path_rate']),
-                norm_cfg=dict(type='LN', eps=eps))
-    if dense:
-        ours.update(out_indices=(n - 1, ) if a['F4'] else tuple(range(n)), norm_after_stage=bool(a['extra_norm']))
-    else:
-        ours.update(out_indices=(n - 1, ), norm_after_stage=[False] * (n - 1) + [True])
-    return ours
-
-
-#: official PVT v1 ``PyramidVisionTransformer`` constructor defaults (github.com/whai362/PVT
-#: ``classification/pvt.py``; the detection/segmentation copies add ``F4`` and ``pretrained``)
-OFFICIAL_PVT_V1_DEFAULTS = dict(img_size=224, patch_size=16, in_chans=3, num_classes=1000,
-                                embed_dims=[64, 128, 256, 512], num_heads=[1, 2, 4, 8], mlp_ratios=[4, 4, 4, 4],
-                                qkv_bias=False, qk_scale=None, drop_rate=0., attn_drop_rate=0., drop_path_rate=0.,
-                                norm_layer='nn.LayerNorm', depths=[3, 4, 6, 3], sr_ratios=[8, 4, 2, 1], num_stages=4,
-                                F4=False, pretrained=None)
-
-
-def official_pvt_v1_arch_to_ours(arch: dict, dense: bool = False) -> dict:
-    """Official PVT v1 ``PyramidVisionTransformer`` kwargs (``norm_layer`` as a string) -> our
-    :class:`PVTPEG` kwargs: learnable per-stage tables at ``img_size``, no PEG; the classifier
-    (``dense=False``) keeps the class token and returns it after the final norm (``norm3``), the
-    detection/segmentation copy (``dense=True``) returns the four maps (``F4``: the last only).
-
-    Refused, naming the option: ``num_stages`` other than 4 (the official code indexes stage 4
-    by hand), ``patch_size`` other than 4 (the official tables of stages 2-4 are sized from
-    ``img_size // 2**(i+1)``, which is the stage grid only with a 4x4 stem), an ``img_size`` not
-    divisible by the total stride, ``norm_layer`` other than LayerNorm, ``F4`` / ``pretrained``
-    without ``dense``, unknown options. No-ops: ``num_classes`` (the head), ``pretrained=None``.
-    """
-    unknown = sorted(set(arch) - set(OFFICIAL_PVT_V1_DEFAULTS))
-    if unknown:
-        raise ValueError(f'unknown official PVT v1 options {unknown}; known: {sorted(OFFICIAL_PVT_V1_DEFAULTS)}')
-    a = {**OFFICIAL_PVT_V1_DEFAULTS, **arch}
-    if not dense and (a['F4'] or a['pretrained'] is not None):
-        raise ValueError('official F4/pretrained exist only in the detection/segmentation PVT v1: pass dense=True')
-    if a['pretrained'] is not None:
-        raise ValueError("official pretrained=... loads a file inside the constructor: load it with init_cfg=dict("
-                         "type='Pretrained', checkpoint=...) instead")
-    if int(a['num_stages']) != 4 or len(a['depths']) != 4:
-        raise ValueError(f"official PVT v1 num_stages={a['num_stages']} (depths {a['depths']}) is not supported: the "
-                         'official model hard-codes stage 4 (class token, final norm)')
-    if int(a['patch_size']) != 4:
-        raise ValueError(f"official PVT v1 patch_size={a['patch_size']} is not supported: its stage 2-4 position "
-                         'tables are sized img_size // 2**(i+1) // 2, the stage grid only with patch_size=4')
-    if int(a['img_size']) % 32:
-        raise ValueError(f"official PVT v1 img_size={a['img_size']} is not supported: it must be divisible by the "
-                         'total stride 32 (non-divisible sizes give stage tables off the stage grids)')
-    eps = _official_layernorm_eps(a['norm_layer'])
-    ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
-                          mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
-                in_channels=int(a['in_chans']), patch_sizes=[4, 2, 2, 2], qkv_bias=bool(a['qkv_bias']),
-                qk_scale=a['qk_scale'], drop_rate=float(a['drop_rate']), attn_drop_rate=float(a['attn_drop_rate']),
-                drop_path_rate=float(a['drop_path_rate']), norm_cfg=dict(type='LN', eps=eps),
-                peg_after_block=None, pos_embed_type='learnable', pretrain_img_size=int(a['img_size']))
-    if dense:
-        ours.update(out_indices=(3, ) if a['F4'] else (0, 1, 2, 3))
-    else:
-        ours.update(with_cls_token=True, out_type='cls_token', out_indices=(3, ),
-                    norm_after_stage=[False, False, False, True])
-    return ours
+                outs[i] = x
+        return self._ordered_outputs(outs)

@@ -2,23 +2,22 @@
 
 Re-implemented from the paper and checked against the official model
 (huawei-noah/Efficient-AI-Backbones ``wavemlp_pytorch/models/wavemlp.py``) through the official
-test vectors. ``convert_official_wavemlp`` maps official (timm-style) checkpoints to our keys.
+test vectors. ``converters.wave_mlp.convert_official_wavemlp`` maps official (timm-style) checkpoints to our keys.
 """
 import copy
-import re
-from typing import Dict, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks import DropPath
-from mmengine.logging import print_log
 from mmengine.model import BaseModule
 
 from mmposmlp.registry import MODELS
-from .base import FrozenStagesMixin, checked_frozen_stages, checked_out_indices
-from ..checkpoints import backbone_of_whole_model, load_pretrained_init_cfg, pretrained_init_cfg
+from .base import FrozenStagesMixin, stage_reductions
+from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from ..converters.wave_mlp import checkpoint_filter_fn
 from ..layers.patm import PATM, PHASE_MODES, WaveMLPFFN, check_window  # noqa: F401  (registers WaveMLPFFN)
 
 BN = dict(type='BN')
@@ -195,15 +194,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         pretrained_init_cfg(self)  # refuse a misspelt Pretrained init_cfg when built, not when loading
-        arch = self._parse_arch(arch)
-        downsamples = [True] * (self.num_stages - 1) if downsamples is None else [bool(d) for d in downsamples]
-        if len(downsamples) != self.num_stages - 1:
-            raise ValueError(f'downsamples needs {self.num_stages - 1} entries (one per stage after the first), '
-                             f'got {len(downsamples)}')
-        for i, d in enumerate(downsamples):
-            if not d and arch['embed_dims'][i] != arch['embed_dims'][i + 1]:
-                raise ValueError(f'stage {i + 1} has no downsample but changes channels: set downsamples[{i}]=True')
-        self.arch_settings = arch
+        arch = self.arch_settings = self._parse_arch(arch)
+        downsamples = self._checked_downsamples(downsamples)
         self.depths = list(arch['depths'])
         self.embed_dims = list(arch['embed_dims'])
         self.mlp_ratios = list(arch['mlp_ratios'])
@@ -216,39 +208,48 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         self.window_size = window_size
         grids = _stage_grids(window_size, img_size, downsamples)
         self.img_size, self.stage_grids = grids if grids else (None, None)
-
-        self.out_indices = checked_out_indices(out_indices, self.num_stages)
-        self.frozen_stages = checked_frozen_stages(frozen_stages, self.num_stages)
-        self.norm_eval = norm_eval
+        self._set_out_indices(out_indices, self.num_stages)
+        self._set_frozen_stages(frozen_stages, self.num_stages, norm_eval)
 
         # stem: hard-wired 7x7 stride-4 pad-2 conv (official PatchEmbedOverlapping)
-        self.patch_embed = WaveMLPConvEmbed(in_channels, self.embed_dims[0], 7, 4, 2,
-                                            stem_norm_cfg)
+        self.patch_embed = WaveMLPConvEmbed(in_channels, self.embed_dims[0], 7, 4, 2, stem_norm_cfg)
+        block_cfg = dict(phase_mode=self.phase_mode, window_size=window_size, phase_norm_cfg=phase_norm_cfg,
+                         ffn_cfg=ffn_cfg, drop_rate=drop_rate, with_cp=with_cp, qkv_bias=qkv_bias)
+        self._build_stages(downsamples, stem_norm_cfg, drop_path_rate, block_cfg)
+        for i in self.out_indices:
+            self.add_module(f'norm{i}', build_norm_layer(self.norm_cfg, self.embed_dims[i])[1])
+        self._set_feature_info(self.embed_dims, stage_reductions(4, downsamples))
+        self._freeze_stages()
+
+    def _checked_downsamples(self, downsamples: Optional[Sequence[bool]]):
+        """One bool per stage after the first (default all True); a stage without one keeps its channels."""
+        downsamples = [True] * (self.num_stages - 1) if downsamples is None else [bool(d) for d in downsamples]
+        if len(downsamples) != self.num_stages - 1:
+            raise ValueError(f'downsamples needs {self.num_stages - 1} entries (one per stage after the first), '
+                             f'got {len(downsamples)}')
+        dims = self.arch_settings['embed_dims']
+        for i, d in enumerate(downsamples):
+            if not d and dims[i] != dims[i + 1]:
+                raise ValueError(f'stage {i + 1} has no downsample but changes channels: set downsamples[{i}]=True')
+        return downsamples
+
+    def _build_stages(self, downsamples, stem_norm_cfg: Optional[dict], drop_path_rate: float,
+                      block_cfg: dict) -> None:
+        """The stages of Wave blocks and the (3x3/2) downsamples between them."""
         total = sum(self.depths)
         dpr = [drop_path_rate * k / (total - 1) if total > 1 else 0. for k in range(total)]
         self.stages = nn.ModuleList()
         self.downsamples = nn.ModuleList()
         k = 0
-        for i, (depth, dims, ratio) in enumerate(zip(self.depths, self.embed_dims,
-                                                     self.mlp_ratios)):
+        for i, (depth, dims, ratio) in enumerate(zip(self.depths, self.embed_dims, self.mlp_ratios)):
             if i > 0:
                 self.downsamples.append(WaveMLPConvEmbed(self.embed_dims[i - 1], dims, 3, 2, 1, stem_norm_cfg)
                                         if downsamples[i - 1] else nn.Identity())
+            grid = self.stage_grids[i] if self.stage_grids else None
             self.stages.append(nn.Sequential(*[
-                WaveBlock(dims, ratio, self.norm_cfg, phase_mode=self.phase_mode,
-                          window_size=window_size, phase_norm_cfg=phase_norm_cfg,
-                          ffn_cfg=ffn_cfg, drop_rate=drop_rate, drop_path_rate=dpr[k + j],
-                          with_cp=with_cp, qkv_bias=qkv_bias,
-                          token_grid=self.stage_grids[i] if self.stage_grids else None) for j in range(depth)
-            ]))
+                WaveBlock(dims, ratio, self.norm_cfg, drop_path_rate=dpr[k + j], token_grid=grid, **block_cfg)
+                for j in range(depth)]))
             k += depth
-        for i in self.out_indices:
-            self.add_module(f'norm{i}', build_norm_layer(self.norm_cfg, self.embed_dims[i])[1])
-        self.out_channels = [self.embed_dims[i] for i in self.out_indices]
-        reductions = [4 * 2**sum(downsamples[:i]) for i in range(self.num_stages)]
-        self.feature_info = [dict(num_chs=self.embed_dims[i], reduction=reductions[i],
-                                  module=f'stages.{i}') for i in self.out_indices]
-        self._freeze_stages()
 
     def _parse_arch(self, arch) -> dict:
         if isinstance(arch, str):
@@ -321,145 +322,8 @@ class WaveMLP(FrozenStagesMixin, BaseModule):
         pretrained = pretrained_init_cfg(self)
         if pretrained is not None:
             allowed_missing = [f'norm{i}.*' for i in self.out_indices if i != 3]
-            load_pretrained_init_cfg(self, pretrained, converter=_maybe_convert_official,
+            load_pretrained_init_cfg(self, pretrained, converter=checkpoint_filter_fn,
                                      allowed_missing=allowed_missing)
             self._is_init = True
             return
         super().init_weights()
-
-
-# ---------------------------------------------------------------------- official checkpoints
-_BLOCK_KEYS = [
-    ('attn.fc_h.', 'token_mixer.amplitude_h.'),
-    ('attn.fc_w.', 'token_mixer.amplitude_w.'),
-    ('attn.fc_c.', 'token_mixer.channel_fc.'),
-    ('attn.tfc_h.', 'token_mixer.token_fc_h.'),
-    ('attn.tfc_w.', 'token_mixer.token_fc_w.'),
-    ('attn.theta_h_conv.0.', 'token_mixer.phase_h.conv.'),
-    ('attn.theta_h_conv.1.', 'token_mixer.phase_h.norm.'),
-    ('attn.theta_w_conv.0.', 'token_mixer.phase_w.conv.'),
-    ('attn.theta_w_conv.1.', 'token_mixer.phase_w.norm.'),
-    ('attn.reweight.fc1.', 'token_mixer.reweight.fc1.'),
-    ('attn.reweight.fc2.', 'token_mixer.reweight.fc2.'),
-    ('attn.proj.', 'token_mixer.proj.'),
-    ('norm1.', 'norm1.'),
-    ('norm2.', 'norm2.'),
-    ('mlp.fc1.', 'ffn.fc1.'),
-    ('mlp.fc2.', 'ffn.fc2.'),
-]
-
-
-def is_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> bool:
-    """True for official (timm ``WaveNet``) key names."""
-    return any(k.startswith(('network.', 'module.network.')) for k in state_dict)
-
-
-def convert_official_wavemlp(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Official ``WaveNet`` state dict -> mmpretrain ``ImageClassifier`` keys of ours.
-
-    Returns keys ``backbone.*`` (for ``WaveMLP(out_indices=(3,))``; the official final ``norm``
-    becomes ``backbone.norm3``) and ``head.fc.*`` (``LinearClsHead``). Official dense-prediction
-    keys ``norm0/2/4/6`` (``fork_feat``) map to ``backbone.norm0-3``. Unknown keys raise.
-    """
-    # ``network`` interleaves stages and Downsamples; a transition without downsampling
-    # (official ``transitions[i] = False``) removes a Downsample and shifts the later indices, so
-    # each index is classified by its keys (a Downsample holds ``proj``/``norm`` directly)
-    kinds = {}
-    for key in state_dict:
-        m = re.match(r'(?:module\.)?network\.(\d+)\.(.*)', key)
-        if m:
-            kind = 'ds' if m.group(2).startswith(('proj.', 'norm.')) else 'stage'
-            kinds.setdefault(int(m.group(1)), kind)
-    place, stages = {}, 0
-    for idx in sorted(kinds):
-        if kinds[idx] == 'stage':
-            place[idx] = stages
-            stages += 1
-        else:
-            place[idx] = stages - 1  # our downsamples[i - 1] precedes stage i
-    out = {}
-    for key, value in state_dict.items():
-        k = key[7:] if key.startswith('module.') else key
-        new = None
-        if k.startswith('patch_embed.'):
-            new = 'backbone.' + k
-        elif k.startswith('head.'):
-            new = 'head.fc.' + k[len('head.'):]
-        elif k.startswith('norm.'):
-            new = 'backbone.norm3.' + k[len('norm.'):]
-        elif re.match(r'norm[0246]\.', k):
-            new = f'backbone.norm{int(k[4]) // 2}.' + k[6:]
-        else:
-            m = re.match(r'network\.(\d+)\.(.*)', k)
-            if m:
-                idx, rest = int(m.group(1)), m.group(2)
-                if kinds[idx] == 'ds':  # Downsample: proj / norm
-                    new = f'backbone.downsamples.{place[idx]}.{rest}'
-                else:
-                    mb = re.match(r'(\d+)\.(.*)', rest)
-                    if mb:
-                        for old_p, new_p in _BLOCK_KEYS:
-                            if mb.group(2).startswith(old_p):
-                                new = (f'backbone.stages.{place[idx]}.{mb.group(1)}.' + new_p
-                                       + mb.group(2)[len(old_p):])
-                                break
-        if new is None:
-            raise KeyError(f'unexpected key {key!r} in an official Wave-MLP checkpoint: is this '
-                           'a WaveNet (wavemlp_pytorch/models/wavemlp.py) state dict?')
-        out[new] = value
-    return out
-
-
-def _maybe_convert_official(state_dict):
-    """Converter for ``init_cfg`` loading: official keys are converted, ours pass through;
-    the result is stripped to backbone keys when it has ``backbone.`` keys."""
-    if is_official_wavemlp(state_dict):
-        print_log('WaveMLP: converting official Wave-MLP keys', logger='current')
-        state_dict = convert_official_wavemlp(state_dict)
-    return backbone_of_whole_model(state_dict, 'WaveMLP')
-
-
-#: official ``WaveNet`` constructor defaults (``wavemlp_pytorch/models/wavemlp.py``)
-OFFICIAL_DEFAULTS = dict(layers=None, img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dims=None,
-                         transitions=None, mlp_ratios=None, qkv_bias=False, qk_scale=None, drop_rate=0.,
-                         attn_drop_rate=0., drop_path_rate=0., norm_layer='nn.BatchNorm2d', fork_feat=False,
-                         mode='fc', ds_use_norm=True, args=None)
-
-
-def official_arch_to_ours(arch: dict) -> dict:
-    """Official ``WaveNet`` constructor kwargs (test vectors' ``arch_json``; ``norm_layer`` as
-    ``"nn.BatchNorm2d"`` or ``"MyNorm"``) -> our :class:`WaveMLP` kwargs.
-
-    Every option is mapped or refused (``ValueError`` naming it); unknown keys are refused.
-    No-ops in the official code, accepted: ``img_size``, ``patch_size`` and ``in_chans`` (the stem
-    is hard-wired to a 3-channel 7x7/4 conv), ``qk_scale``, ``attn_drop_rate`` and ``drop_rate``
-    (never passed to the blocks), ``args``; ``num_classes`` is the head. ``fork_feat=True`` (the
-    detection/segmentation model) maps to ``out_indices=(0, 1, 2, 3)`` with the output norms
-    ``norm0-3`` (official ``norm0/2/4/6``).
-    """
-    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
-    if unknown:
-        raise ValueError(f'unknown official WaveNet options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
-    a = {**OFFICIAL_DEFAULTS, **arch}
-    for k in ('layers', 'embed_dims', 'mlp_ratios'):
-        if a[k] is None or len(a[k]) != 4:
-            raise ValueError(f'official {k}={a[k]!r}: our WaveMLP needs 4 stages')
-    dims = list(a['embed_dims'])
-    transitions = list(a['transitions'] if a['transitions'] is not None else [True] * 4)
-    if a['fork_feat'] and not all(transitions[i] or dims[i] != dims[i + 1] for i in range(3)):
-        raise ValueError('official fork_feat=True with a transition without downsampling normalises the outputs '
-                         'of network[0, 2, 4, 6], which are then not the 4 stages: not supported')
-    for i in range(3):
-        if not transitions[i] and dims[i] != dims[i + 1]:
-            raise ValueError(f'official transitions[{i}]=False with changing channels builds Downsample(patch_size=1),'
-                             ' which asserts patch_size == 2: that model does not build')
-    norm = {'nn.BatchNorm2d': BN, 'BatchNorm2d': BN, 'MyNorm': GN1}.get(str(a['norm_layer']))
-    if norm is None:
-        raise ValueError(f"official norm_layer={a['norm_layer']!r} is not supported: use nn.BatchNorm2d or MyNorm "
-                         '(GroupNorm(1, C))')
-    return dict(arch=dict(depths=list(a['layers']), embed_dims=dims, mlp_ratios=list(a['mlp_ratios']),
-                          norm_cfg=norm, stem_norm=bool(a['ds_use_norm']),
-                          phase_mode='fc' if a['mode'] == 'fc' else 'depthwise'),
-                qkv_bias=bool(a['qkv_bias']), downsamples=[bool(t) for t in transitions[:3]],
-                drop_path_rate=float(a['drop_path_rate']),
-                out_indices=(0, 1, 2, 3) if a['fork_feat'] else (3, ))

@@ -17,14 +17,19 @@ class SingleTensorBackbone(BaseModule):
         backbone=dict(type='mmposmlp.SingleTensorBackbone',
                       backbone=dict(type='mmposmlp.PosMLP', arch='tiny'))
 
-    Checkpoints keep the inner backbone's keys under ``backbone.``.
+    Checkpoints keep the inner backbone's keys under ``backbone.``. :attr:`out_channels` is the
+    returned tensor's channels (an int); :attr:`out_indices` and :attr:`feature_info` hold the one
+    entry of the inner backbone's that it returns (its last).
     """
 
     def __init__(self, backbone: dict, init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         self.backbone = MODELS.build(backbone)
         channels = getattr(self.backbone, 'out_channels', None)
+        #: the returned tensor's channels (an int, as mmaction2's heads take ``in_channels``)
         self.out_channels = channels[-1] if isinstance(channels, (list, tuple)) else channels
+        self.out_indices = tuple(getattr(self.backbone, 'out_indices', ()))[-1:]
+        self.feature_info = list(getattr(self.backbone, 'feature_info', ()))[-1:]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.backbone(x)

@@ -1,1 +1,1 @@
-from . import distillation  # noqa: F401  (registers DistillationClassifier, DeiTDistillationHead; mmpretrain on first use)
+from . import distillation  # noqa: F401  (registers DistillationClassifier; mmpretrain on first use)

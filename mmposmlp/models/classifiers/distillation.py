@@ -1,6 +1,7 @@
 """Knowledge distillation from a frozen teacher: DeiT's distillation token and module-output KD.
 
-* :class:`DeiTDistillationHead` (mmpretrain ``DeiTClsHead`` + the training loss): DeiT (Touvron et al.,
+* :class:`~mmposmlp.models.heads.deit_distillation.DeiTDistillationHead` (mmpretrain ``DeiTClsHead`` + the
+  training loss, in ``models/heads/``): DeiT (Touvron et al.,
   "Training data-efficient image transformers & distillation through attention", ICML 2021,
   https://arxiv.org/abs/2012.12877), Sec. 5: the class head learns the labels, the distillation head the
   teacher, ``loss = (1 - alpha) * L_cls(Z_cls, y) + alpha * L_dist``, with hard distillation
@@ -112,71 +113,39 @@ class _Capture:
         return [self.seen[id(m)][0] for m in self.modules]
 
 
-def _make_classes() -> Dict[str, type]:
+def _feature_pairs(model: nn.Module, cfg: Optional[dict]) -> Optional[dict]:
+    """``feature_distill`` as module names of the student ``model`` and of its teacher, paired in order."""
+    if cfg is None:
+        return None
+    unknown = [k for k in cfg if k not in FEATURE_DISTILL_KEYS]
+    if unknown or 'student' not in cfg or 'teacher' not in cfg:
+        raise ValueError(f'DistillationClassifier: feature_distill takes {list(FEATURE_DISTILL_KEYS)} '
+                         f'(student and teacher required), got {sorted(cfg)}.')
+    # names, not modules: an EMA deepcopy then resolves its own student modules and the shared teacher's
+    student = _matching(model, cfg['student'])
+    teacher = _matching(model.teacher.module, cfg['teacher'])
+    if not student or len(student) != len(teacher):
+        raise ValueError(f"DistillationClassifier: feature_distill pairs modules in order, but student "
+                         f"pattern {cfg['student']!r} matches {len(student)} module(s) and teacher pattern "
+                         f"{cfg['teacher']!r} matches {len(teacher)}; make both match the same number.")
+    return dict(student=student, teacher=teacher, loss_weight=float(cfg.get('loss_weight', 1.0)))
+
+
+def _feature_mse(student: List[torch.Tensor], teacher: List[torch.Tensor]) -> torch.Tensor:
+    """The mean over the pairs of the student's and the teacher's outputs' mean-squared error."""
+    errors = []
+    for s, t in zip(student, teacher):
+        if s.shape != t.shape:
+            raise ValueError(f'DistillationClassifier: feature_distill pairs a student output of shape '
+                             f'{tuple(s.shape)} with a teacher output of shape {tuple(t.shape)}; pair '
+                             'modules whose outputs have the same shape.')
+        errors.append(F.mse_loss(s, t))
+    return sum(errors) / len(errors)
+
+
+def _make_classifier() -> type:
     from mmpretrain.models.classifiers import ImageClassifier
-    from mmpretrain.models.heads import DeiTClsHead
     from mmpretrain.registry import MODELS as PRETRAIN_MODELS
-
-    class DeiTDistillationHead(DeiTClsHead):
-        """mmpretrain's ``DeiTClsHead`` (keys ``layers.head`` / ``layers.head_dist``) that trains (DeiT Sec. 5).
-
-        The backbone gives ``(cls_token, dist_token)`` features (mmpretrain ``DistilledVisionTransformer``,
-        :class:`mmposmlp.CPVT` with ``with_dist_token=True``). Used inside :class:`DistillationClassifier`,
-        which passes the teacher's logits to :meth:`loss`.
-
-        Args:
-            distill_type (str): ``'hard'`` (CE against the teacher's argmax, the CPVT Table 4 rows) or
-                ``'soft'`` (KL at temperature ``tau``). Default ``'hard'``.
-            alpha (float): weight of the distillation loss; the label loss gets ``1 - alpha``. DeiT: 0.5.
-            tau (float): temperature of soft distillation. DeiT: 1.0.
-            **kwargs: the arguments of ``DeiTClsHead`` (``num_classes``, ``in_channels``, ``loss`` for the
-                class head: with Mixup/CutMix it receives the mixed soft targets, as DeiT's base criterion).
-        """
-        distills_logits = True
-        DISTILL_TYPES = ('hard', 'soft')
-
-        def __init__(self, *args, distill_type: str = 'hard', alpha: float = 0.5, tau: float = 1.0, **kwargs):
-            if distill_type not in self.DISTILL_TYPES:
-                raise ValueError(f'DeiTDistillationHead: unknown distill_type {distill_type!r}; choose one of '
-                                 f'{self.DISTILL_TYPES}.')
-            if not 0. <= float(alpha) <= 1.:
-                raise ValueError(f'DeiTDistillationHead: alpha={alpha} must lie in [0, 1] (the label loss gets '
-                                 '1 - alpha).')
-            if float(tau) <= 0:
-                raise ValueError(f'DeiTDistillationHead: tau={tau} must be positive.')
-            super().__init__(*args, **kwargs)
-            self.distill_type = distill_type
-            self.alpha = float(alpha)
-            self.tau = float(tau)
-
-        def forward(self, feats) -> torch.Tensor:
-            """The prediction: the mean of the class and distillation heads' logits (DeiT at test time)."""
-            cls_score, dist_score = self.scores(feats)
-            return (cls_score + dist_score) / 2
-
-        def scores(self, feats):
-            """``(class head logits, distillation head logits)``."""
-            cls_token, dist_token = self.pre_logits(feats)
-            return self.layers.head(cls_token), self.layers.head_dist(dist_token)
-
-        def distill_loss(self, dist_score: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-            if self.distill_type == 'hard':
-                return F.cross_entropy(dist_score, teacher_logits.argmax(dim=1))
-            t = self.tau
-            return F.kl_div(F.log_softmax(dist_score / t, dim=1), F.log_softmax(teacher_logits / t, dim=1),
-                            reduction='sum', log_target=True) * (t * t) / dist_score.numel()
-
-        def loss(self, feats, data_samples, teacher_logits: Optional[torch.Tensor] = None, **kwargs) -> dict:
-            if teacher_logits is None:
-                raise ValueError("DeiTDistillationHead trains only inside model "
-                                 "type='mmposmlp.DistillationClassifier', which passes the teacher's logits; set the "
-                                 'model type and its teacher.')
-            cls_score, dist_score = self.scores(feats)
-            losses = self._get_loss(cls_score, data_samples, **kwargs)
-            # not 'loss': mmengine's parse_losses logs the total under 'loss' and a part of that name hides it
-            losses['loss_cls'] = losses.pop('loss') * (1 - self.alpha)
-            losses['loss_distill'] = self.distill_loss(dist_score, teacher_logits) * self.alpha
-            return losses
 
     class DistillationClassifier(ImageClassifier):
         """mmpretrain's ``ImageClassifier`` trained against a frozen teacher (see the module docstring).
@@ -214,27 +183,11 @@ def _make_classes() -> Dict[str, type]:
                                  'initialised teacher would distil noise).')
             self.teacher = holder  # a plain object: outside the module tree on purpose (module docstring)
             self.distills_logits = bool(getattr(self.head, 'distills_logits', False))
-            self.feature_distill = self._feature_pairs(feature_distill)
+            self.feature_distill = _feature_pairs(self, feature_distill)
             if not self.distills_logits and not self.feature_distill:
                 raise ValueError(f"DistillationClassifier: nothing is distilled: use head type "
                                  f"'mmposmlp.DeiTDistillationHead' (got {type(self.head).__name__}) and/or "
                                  'feature_distill=dict(student=..., teacher=...).')
-
-        def _feature_pairs(self, cfg: Optional[dict]) -> Optional[dict]:
-            if cfg is None:
-                return None
-            unknown = [k for k in cfg if k not in FEATURE_DISTILL_KEYS]
-            if unknown or 'student' not in cfg or 'teacher' not in cfg:
-                raise ValueError(f'DistillationClassifier: feature_distill takes {list(FEATURE_DISTILL_KEYS)} '
-                                 f'(student and teacher required), got {sorted(cfg)}.')
-            # names, not modules: an EMA deepcopy then resolves its own student modules and the shared teacher's
-            student = _matching(self, cfg['student'])
-            teacher = _matching(self.teacher.module, cfg['teacher'])
-            if not student or len(student) != len(teacher):
-                raise ValueError(f"DistillationClassifier: feature_distill pairs modules in order, but student "
-                                 f"pattern {cfg['student']!r} matches {len(student)} module(s) and teacher pattern "
-                                 f"{cfg['teacher']!r} matches {len(teacher)}; make both match the same number.")
-            return dict(student=student, teacher=teacher, loss_weight=float(cfg.get('loss_weight', 1.0)))
 
         def init_weights(self):
             """The student's initialisation (``ImageClassifier``), then the teacher's weights (checked)."""
@@ -255,21 +208,14 @@ def _make_classes() -> Dict[str, type]:
             else:
                 losses = self.head.loss(feats, data_samples)
             if pairs:
-                errors = []
-                for s, t in zip(student_out.outputs, teacher_out.outputs):
-                    if s.shape != t.shape:
-                        raise ValueError(f'DistillationClassifier: feature_distill pairs a student output of shape '
-                                         f'{tuple(s.shape)} with a teacher output of shape {tuple(t.shape)}; pair '
-                                         'modules whose outputs have the same shape.')
-                    errors.append(F.mse_loss(s, t))
-                losses['loss_feature_distill'] = pairs['loss_weight'] * (sum(errors) / len(errors))
+                losses['loss_feature_distill'] = pairs['loss_weight'] * _feature_mse(student_out.outputs,
+                                                                                     teacher_out.outputs)
             return losses
 
-    return dict(DeiTDistillationHead=DeiTDistillationHead, DistillationClassifier=DistillationClassifier)
+    return DistillationClassifier
 
 
-_NAMES = ('DistillationClassifier', 'DeiTDistillationHead')
-_CLASSES = LazyUpstreamClasses(__name__, dict.fromkeys(_NAMES, _make_classes),
-                               requires=dict.fromkeys(_NAMES, 'mmpretrain'), kind='distillation class')
+_CLASSES = LazyUpstreamClasses(__name__, {'DistillationClassifier': _make_classifier},
+                               requires={'DistillationClassifier': 'mmpretrain'}, kind='distillation classifier')
 _CLASSES.register_builders()
 __getattr__ = module_getattr(__name__, _CLASSES)

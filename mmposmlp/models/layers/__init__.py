@@ -1,3 +1,4 @@
+from .export_mode import ExportModeMixin, export_mode, set_export_mode  # noqa: F401
 from .gating import GATE_TYPES, PositionalGatingUnit  # noqa: F401
 from .windows import WindowLayout, window_partition, window_reverse  # noqa: F401
 from .patm import PATM, WaveMLPFFN  # noqa: F401

@@ -25,9 +25,10 @@ from mmposmlp.registry import MODELS
 from mmposmlp.utils.compat import is_compiling
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
                                 cached_on_tensors, infer_window, resize_grid_values)
+from .export_mode import ExportModeMixin, exporting, torch_is_exporting
 from .token_mixing import (GatedMLPFunction, GatedMLPSpec, GroupwiseMixingFunction, apply_token_mixing,
                            mix_windows)
-from .windows import WindowLayout, in_graph_layouts
+from .windows import WindowLayout
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
 GATE_TYPES = {
@@ -82,7 +83,7 @@ def _plain_linear(fc: nn.Module) -> bool:
 def _fused_training(x: torch.Tensor, act: nn.Module, norm: Optional[nn.Module]) -> bool:
     """Whether :class:`GatedMLPFunction` may run this training step: autograd on, eager (not compiled,
     traced or exported), no autocast, a plain GELU and (if any) a plain LayerNorm over the channels."""
-    if not torch.is_grad_enabled() or is_compiling() or in_graph_layouts() or torch.jit.is_tracing():
+    if not torch.is_grad_enabled() or is_compiling() or torch_is_exporting() or torch.jit.is_tracing():
         return False
     if torch.is_autocast_enabled(x.device.type) or not _plain(act, nn.GELU):
         return False
@@ -90,7 +91,7 @@ def _fused_training(x: torch.Tensor, act: nn.Module, norm: Optional[nn.Module]) 
 
 
 @MODELS.register_module()
-class PositionalGatingUnit(nn.Module):
+class PositionalGatingUnit(ExportModeMixin, nn.Module):
     """Positional gating unit (PoSGU / PoTGU / PoSTGU, and gMLP's SGU for ablations).
 
     Args:
@@ -216,13 +217,14 @@ class PositionalGatingUnit(nn.Module):
         M = B * nW
         weights = self._group_major_weights(fc1, fc2)
         groupwise = self._groupwise(x)
-        if not groupwise and _fused_training(x, act, norm) and (layout is None or not layout.in_graph):
+        if not groupwise and not exporting(self) and _fused_training(x, act, norm) and \
+                (layout is None or not layout.in_graph):
             return self._fused_mlp(x, weights, fc2.bias, act, norm, layout)
         if norm is not None:
             x = norm(x)
         flat = x.reshape(M * N, -1)
         step = M
-        if not torch.is_grad_enabled() and x.device.type == 'cpu' and not in_graph_layouts() and not groupwise:
+        if not torch.is_grad_enabled() and x.device.type == 'cpu' and not exporting(self) and not groupwise:
             # (GPUs want few, large kernels; an exported graph has no size to chunk by)
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
         if step >= M:
@@ -282,7 +284,7 @@ class PositionalGatingUnit(nn.Module):
 
     def _groupwise(self, x: torch.Tensor) -> bool:
         """Whether the positional matrices are too large to build for all groups at once."""
-        if is_compiling():  # (the compiled graph takes the dense form)
+        if is_compiling() or exporting(self):  # (a compiled or exported graph takes the dense form)
             return False
         return self.mixing.groups * self.num_tokens**2 * x.element_size() > GROUPWISE_BYTES
 

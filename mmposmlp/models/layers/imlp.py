@@ -136,6 +136,46 @@ def _build_channel_act(act_cfg: dict, num_channels: int) -> nn.Module:
     return _build_base_act(cfg)
 
 
+def _check_shape_options(embed_dims, num_branches: int, kernel_size: int, extra_tokens: str) -> None:
+    """Refuse, in one sentence each, IMLP options that cannot be built."""
+    if int(embed_dims) <= 0:
+        raise ValueError(f'IMLP: embed_dims must be positive, got {embed_dims}')
+    if num_branches < 1:
+        raise ValueError(f'IMLP: num_branches must be >= 1, got {num_branches}')
+    if kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(f'IMLP: kernel_size must be a positive odd number (same padding), got {kernel_size}')
+    if extra_tokens not in ('isolated', 'skip'):
+        raise ValueError(f"IMLP: extra_tokens must be 'isolated' or 'skip', got {extra_tokens!r}")
+
+
+def _hidden_width(embed_dims: int, feedforward_channels: Optional[int], expansion_ratio, num_branches: int) -> int:
+    """``fc1``'s width: ``round(r * C)``, or with ``expansion_ratio=None`` the host's ``C' / k`` (Eq. 5)."""
+    if expansion_ratio is None:
+        if feedforward_channels is None:
+            raise ValueError('IMLP: expansion_ratio=None takes the width from feedforward_channels '
+                             '(Eq. 5: C\'/2); pass feedforward_channels or a numeric expansion_ratio.')
+        hidden = int(feedforward_channels) // num_branches
+    else:
+        hidden = int(round(float(expansion_ratio) * embed_dims))
+    if hidden <= 0:
+        raise ValueError(f'IMLP: hidden width {hidden} <= 0 (expansion_ratio={expansion_ratio}, '
+                         f'feedforward_channels={feedforward_channels})')
+    return hidden
+
+
+def _build_branch_acts(act_cfg: dict, act_inits, num_branches: int, hidden: int) -> nn.ModuleList:
+    """The ``k`` branch activations (Eq. 5), each with its own ``act_inits`` entry when given."""
+    if act_inits is not None and len(act_inits) != num_branches:
+        raise ValueError(f'IMLP: act_inits needs {num_branches} entries, got {len(act_inits)}')
+    acts = []
+    for i in range(num_branches):
+        cfg = dict(act_cfg)
+        if act_inits is not None:
+            cfg['init'] = tuple(act_inits[i])
+        acts.append(_build_channel_act(cfg, hidden))
+    return nn.ModuleList(acts)
+
+
 @MODELS.register_module()
 class IMLP(BaseModule):
     """Improved MLP (Fig. 4b): a drop-in replacement of a vision transformer's FFN.
@@ -247,24 +287,10 @@ class IMLP(BaseModule):
         num_branches = preset['num_branches'] if num_branches is None else int(num_branches)
         act_cfg = dict(preset['act_cfg'] if act_cfg is None else act_cfg)
         spatial = preset['spatial'] if spatial is None else bool(spatial)
-        if int(embed_dims) <= 0:
-            raise ValueError(f'IMLP: embed_dims must be positive, got {embed_dims}')
-        if num_branches < 1:
-            raise ValueError(f'IMLP: num_branches must be >= 1, got {num_branches}')
-        if kernel_size < 1 or kernel_size % 2 == 0:
-            raise ValueError(f'IMLP: kernel_size must be a positive odd number (same padding), got {kernel_size}')
+        _check_shape_options(embed_dims, num_branches, kernel_size, extra_tokens)
         self.embed_dims = int(embed_dims)
         self.feedforward_channels = feedforward_channels
-        if expansion_ratio is None:
-            if feedforward_channels is None:
-                raise ValueError('IMLP: expansion_ratio=None takes the width from feedforward_channels '
-                                 '(Eq. 5: C\'/2); pass feedforward_channels or a numeric expansion_ratio.')
-            hidden = int(feedforward_channels) // num_branches
-        else:
-            hidden = int(round(float(expansion_ratio) * self.embed_dims))
-        if hidden <= 0:
-            raise ValueError(f'IMLP: hidden width {hidden} <= 0 (expansion_ratio={expansion_ratio}, '
-                             f'feedforward_channels={feedforward_channels})')
+        hidden = _hidden_width(self.embed_dims, feedforward_channels, expansion_ratio, num_branches)
         self.variant = variant
         self.expansion_ratio = expansion_ratio
         self.hidden_channels = hidden
@@ -273,22 +299,12 @@ class IMLP(BaseModule):
         self.spatial = spatial
         self.kernel_size = int(kernel_size)
         self.dw_residual = dw_residual
-        if extra_tokens not in ('isolated', 'skip'):
-            raise ValueError(f"IMLP: extra_tokens must be 'isolated' or 'skip', got {extra_tokens!r}")
         self.num_extra_tokens = num_extra_tokens
         self.extra_tokens = extra_tokens
         self.add_identity = add_identity
 
         self.fc1 = nn.Linear(self.embed_dims, hidden, bias=bias)
-        if act_inits is not None and len(act_inits) != num_branches:
-            raise ValueError(f'IMLP: act_inits needs {num_branches} entries, got {len(act_inits)}')
-        acts = []
-        for i in range(num_branches):
-            cfg = dict(act_cfg)
-            if act_inits is not None:
-                cfg['init'] = tuple(act_inits[i])
-            acts.append(_build_channel_act(cfg, hidden))
-        self.acts = nn.ModuleList(acts)
+        self.acts = _build_branch_acts(act_cfg, act_inits, num_branches, hidden)
         if spatial:
             c = self.out_hidden_channels
             self.dw_conv = GroupedConv2d(c, c, self.kernel_size, padding=self.kernel_size // 2,

@@ -13,7 +13,7 @@ returns mixing matrices ``P`` of shape ``(G, N, N)`` (query ``m``, key ``n``):
 
 Offsets are taken per axis in tensor order ((t,) y, x) as key minus query everywhere; the
 official PosMLP code uses ``dx = x_n - x_m`` but ``dy = y_m - y_n`` for GQPE, which the
-checkpoint converter absorbs exactly (see ``posmlp.convert_official_posmlp``).
+checkpoint converter absorbs exactly (see ``converters.posmlp.convert_official_posmlp``).
 
 Masks (padding, shifted windows) act on keys: ``-inf`` before the softmax for GQPE, zero
 weight for LRPE and the dense matrix.
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 
 from mmposmlp.utils.compat import is_compiling
-from .windows import in_graph_layouts
+from .export_mode import ExportModeMixin, exporting
 
 _INTERP = {1: 'linear', 2: 'bicubic', 3: 'trilinear'}
 
@@ -83,7 +83,7 @@ def cached_on_tensors(owner: nn.Module, name: str, tensors: Sequence[Optional[to
     recomputed with autograd, under torch.compile and while exporting. The key is the identity and version counter
     of ``tensors`` (plus ``extra``): every in-place update - optimiser step, ``load_state_dict``,
     ``copy_`` - and every new storage (``.to()``, ``.half()``) invalidates the entry."""
-    if torch.is_grad_enabled() or is_compiling() or in_graph_layouts():
+    if torch.is_grad_enabled() or is_compiling() or exporting(owner):
         return compute()
     key = (tuple(None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors), extra)
     cache = owner.__dict__.setdefault(name, {})
@@ -94,7 +94,7 @@ def cached_on_tensors(owner: nn.Module, name: str, tensors: Sequence[Optional[to
     return cache[key]
 
 
-class _PositionMixing(nn.Module):
+class _PositionMixing(ExportModeMixin, nn.Module):
     """Common interface: ``matrices(patterns)`` -> ``(P, P_masked)``."""
 
     uses_softmax = False
@@ -115,7 +115,7 @@ class _PositionMixing(nn.Module):
         and reused until a parameter changes (tracked by the tensors' version counters, which
         every in-place update - optimiser step, ``load_state_dict``, ``copy_`` - bumps).
         """
-        if in_graph_layouts():  # exporting: no cache keyed by storage addresses
+        if exporting(self):  # no cache keyed by storage addresses in an exported graph
             return self._compute(patterns)
         return cached_on_tensors(self, '_matrix_cache', list(self.parameters()), lambda: self._compute(patterns),
                                  extra=None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)),

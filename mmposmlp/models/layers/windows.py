@@ -9,12 +9,12 @@ Written once and used by every windowed model (PosMLP image, PosMLP-Video):
   same region of the shifted grid as the query, so every real token mixes exactly the real
   tokens of its (shifted) window.
 
-Masks only depend on shapes, so they are computed once per shape and cached. While a model is
-exported (``torch.export``, ``torch.onnx.export``), :class:`InGraphWindowLayout` replaces that
-cache: padding, the effective shift and the masks are then computed from the map's (possibly
-symbolic) shape with tensor ops, so one exported graph serves every input size.
+Masks only depend on shapes, so they are computed once per shape and cached. In a model's export
+form (``in_graph=True``, passed by the modules in export mode, see
+:mod:`mmposmlp.models.layers.export_mode`), :class:`InGraphWindowLayout` replaces that cache: padding,
+the effective shift and the masks are then computed from the map's (possibly symbolic) shape with
+tensor ops, so one exported graph serves every input size.
 """
-import contextlib
 import math
 from functools import lru_cache
 from typing import Optional, Sequence, Tuple
@@ -22,37 +22,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from mmposmlp.utils.compat import assume_constant_result, is_compiling
-
-_IN_GRAPH_FORCED = False
-
-
-def in_graph_layouts() -> bool:
-    """True while the model is exported (``torch.export`` / ``torch.onnx.export``) or inside
-    :func:`force_in_graph_layouts`: window layouts, padding and masks are then built in the graph
-    (:class:`InGraphWindowLayout`) and no shape-keyed cache or chunking is used."""
-    if _IN_GRAPH_FORCED:
-        return True
-    compiler = getattr(torch, 'compiler', None)
-    if compiler is not None and hasattr(compiler, 'is_exporting') and compiler.is_exporting():
-        return True
-    if is_compiling():  # torch.compile: the cached layouts enter the graph as constants
-        return False
-    onnx = getattr(torch, 'onnx', None)
-    return bool(onnx is not None and onnx.is_in_onnx_export())
-
-
-@contextlib.contextmanager
-def force_in_graph_layouts(enabled: bool = True):
-    """Run eagerly with the export form of the layouts (what an exported graph computes); for
-    tests and for tracers that :func:`in_graph_layouts` does not detect."""
-    global _IN_GRAPH_FORCED
-    previous, _IN_GRAPH_FORCED = _IN_GRAPH_FORCED, enabled
-    try:
-        yield
-    finally:
-        _IN_GRAPH_FORCED = previous
-
+from mmposmlp.utils.compat import assume_constant_result
 
 def to_tuple(value, n: int) -> Tuple[int, ...]:
     if isinstance(value, int):
@@ -63,11 +33,12 @@ def to_tuple(value, n: int) -> Tuple[int, ...]:
     return value
 
 
-def pad_to_multiple(x: torch.Tensor, window_size: Sequence[int]) -> torch.Tensor:
-    """Zero-pad the spatial axes of a channels-last map at their ends to window multiples."""
+def pad_to_multiple(x: torch.Tensor, window_size: Sequence[int], in_graph: bool = False) -> torch.Tensor:
+    """Zero-pad the spatial axes of a channels-last map at their ends to window multiples (``in_graph``:
+    the export form, for symbolic sizes)."""
     spatial = x.shape[1:-1]
     pads = []
-    if in_graph_layouts():
+    if in_graph:
         # sizes may be symbolic: pad (maybe by zero) to ``ceil(s / w) * w`` (visibly a multiple of
         # ``w`` to the shape solver) by a clamped gather and a mask - ``F.pad``/slicing would let
         # the exporter specialise on whether the padding is zero
@@ -310,9 +281,9 @@ def padded_shape(spatial: Sequence[int], window: Sequence[int]) -> Tuple[int, ..
     return tuple(-(-s // w) * w for s, w in zip(spatial, window))
 
 
-def crop(x: torch.Tensor, valid: Sequence[int]) -> torch.Tensor:
-    """Crop a channels-last padded map back to ``valid``."""
-    if in_graph_layouts():  # a gather: a slice would let the exporter specialise on "no padding"
+def crop(x: torch.Tensor, valid: Sequence[int], in_graph: bool = False) -> torch.Tensor:
+    """Crop a channels-last padded map back to ``valid`` (``in_graph``: the export form)."""
+    if in_graph:  # a gather: a slice would let the exporter specialise on "no padding"
         for dim, v in enumerate(valid, start=1):
             x = x.index_select(dim, torch.arange(v, device=x.device))
         return x
@@ -322,21 +293,23 @@ def crop(x: torch.Tensor, valid: Sequence[int]) -> torch.Tensor:
     return x[idx]
 
 
-def map_layout(x: torch.Tensor, window: Sequence[int], shift: Optional[Sequence[int]] = None) -> WindowLayout:
+def map_layout(x: torch.Tensor, window: Sequence[int], shift: Optional[Sequence[int]] = None,
+               in_graph: bool = False) -> WindowLayout:
     """The layout of the unpadded channels-last map ``x`` padded to window multiples (for
-    :meth:`WindowLayout.partition_map`)."""
+    :meth:`WindowLayout.partition_map`; ``in_graph``: :class:`InGraphWindowLayout`, the export form)."""
     valid = tuple(x.shape[1:-1])
     shift = shift if shift is not None else (0, ) * len(window)
     padded = tuple((s + w - 1) // w * w for s, w in zip(valid, window))
-    if in_graph_layouts():
+    if in_graph:
         return InGraphWindowLayout(padded, valid, window, shift, x.device)
     return WindowLayout(padded, valid, window, shift, x.device)
 
 
 def make_layout(x: torch.Tensor, valid: Sequence[int], window: Sequence[int],
-                shift: Optional[Sequence[int]] = None) -> WindowLayout:
+                shift: Optional[Sequence[int]] = None, in_graph: bool = False) -> WindowLayout:
+    """The layout of the padded map ``x`` (``in_graph``: :class:`InGraphWindowLayout`, the export form)."""
     shift = shift if shift is not None else (0, ) * len(window)
-    if in_graph_layouts():
+    if in_graph:
         return InGraphWindowLayout(x.shape[1:-1], valid, window, shift, x.device)
     return WindowLayout(x.shape[1:-1], valid, window, shift, x.device)
 
@@ -411,10 +384,10 @@ class InGraphWindowLayout:
         return target.partition(self.reverse(windows))
 
     def partition_map(self, x: torch.Tensor) -> torch.Tensor:
-        return self.partition(pad_to_multiple(x, self.window))
+        return self.partition(pad_to_multiple(x, self.window, in_graph=True))
 
     def reverse_map(self, windows: torch.Tensor) -> torch.Tensor:
-        return crop(self.reverse(windows), self.valid)
+        return crop(self.reverse(windows), self.valid, in_graph=True)
 
     def _axis_classes(self, axis: int):
         """Per class (interior, second-to-last, last window): ``(same_region (w, w), real (w,))``

@@ -1,0 +1,264 @@
+"""Official ``Zhicaiwww/PosMLP`` checkpoints and constructor options -> :class:`~mmposmlp.models.PosMLP`.
+
+:func:`checkpoint_filter_fn` is the one entry used when loading (init_cfg and
+``tools/model_converters/posmlp2mmposmlp.py``); :func:`official_arch_to_ours` maps the official
+constructor options.
+"""
+from typing import Dict, Optional
+
+import torch
+import torch.nn as nn
+from mmengine.logging import print_log
+
+from ..layers.gating import PositionalGatingUnit
+
+
+def _axes_to_ours(value: torch.Tensor, both_sides: bool) -> torch.Tensor:
+    """Official GQPE coordinates ``(dx, -dy)`` -> ours ``(dy, dx)``: ``D v`` (rows) and, for a
+    free (non-symmetric) ``Sigma``, ``D Sigma D^T`` (rows and columns), ``D = [[0, -1], [1, 0]]``."""
+    value = torch.stack([-value[:, 1], value[:, 0]], dim=1)
+    if both_sides:
+        value = torch.stack([-value[..., 1], value[..., 0]], dim=-1)
+    return value
+
+
+def convert_official_posmlp(state: Dict[str, torch.Tensor], symmetric: bool = True,
+                            absolute_bias: bool = True) -> Dict[str, torch.Tensor]:
+    """Official ``Zhicaiwww/PosMLP`` keys -> ours (backbone keys; ``head.*`` kept as is).
+
+    * ``patch_embed.projs.i``/``norms.i`` -> ``patch_embed.i.conv``/``.bn`` (``.ln`` for the
+      LayerNorm stem, recognised by its missing running statistics); the linear stem
+      (``stem=PatchEmbed``) ``patch_embed.proj`` -> ``patch_embed.projection``;
+      ``levels.i.pool`` -> ``stages.i.downsample``; ``levels.i.encoder.j`` -> ``stages.i.blocks.j``;
+      ``proj_c_e``/``proj_c_s`` -> ``fc1``/``fc2``; final ``norm`` -> ``norm{last}``;
+      ``absolute_pos_embed`` (1, 3136, C), read by the official code as ``reshape(1, -1, 56, 56)``,
+      -> (1, C, 56, 56) in the same memory order.
+    * GQPE: the official offsets are ``(dx, dy) = (x_n - x_m, y_m - y_n)``; ours are
+      ``(dy', dx') = (y_n - y_m, x_n - x_m)``. With ``D = [[0, -1], [1, 0]]`` (swap axes, flip y)
+      the centres map to ``D c`` and ``Gamma`` to ``D Gamma``, so ``Sigma -> D Sigma D^T``: exact.
+      ``symmetric=False`` (official option: ``Sigma`` is the parameter itself) maps it to
+      ``D Sigma D^T`` directly.
+    * ``token_proj_n_bias`` (1, N, 1) -> ``token_bias`` (N,), except with ``absolute_bias=False``
+      (official QPE option: the bias exists but is never added), where it is dropped;
+      ``token_proj_n_weight`` (1, N, N) -> ``token_weight`` for LRPE-M (``quadratic=False,
+      pos_only=False``); next to a QPE (``quadratic=True, pos_only=False``) the official forward
+      never reads it, and it is dropped. The SGU gate unit's ``norm_list.0`` / ``proj_list.0``
+      -> ``gate.norm`` / ``gate.mixing.weight`` + ``gate.token_bias``. The constant buffers
+      (``rel_indices``, ``window_relative_position_index``) are dropped (we rebuild them).
+    * Any other key raises.
+    """
+    out = {}
+    last = max((int(k.split('.')[1]) for k in state if k.startswith('levels.')), default=3)
+    ln_stem = 'patch_embed.norms.0.weight' in state and 'patch_embed.norms.0.running_mean' not in state
+    qpe_units = {k.rsplit('.pos.', 1)[0] for k in state if k.endswith('.pos.attention_centers')}
+    for key, value in state.items():
+        if key.endswith(('rel_indices', 'window_relative_position_index')):
+            continue
+        new = None
+        if key.startswith('patch_embed.projs.'):
+            i, rest = key[len('patch_embed.projs.'):].split('.', 1)
+            new = f'patch_embed.{i}.conv.{rest}'
+        elif key.startswith('patch_embed.norms.'):
+            i, rest = key[len('patch_embed.norms.'):].split('.', 1)
+            new = f'patch_embed.{i}.{"ln" if ln_stem else "bn"}.{rest}'
+        elif key in ('patch_embed.proj.weight', 'patch_embed.proj.bias'):
+            new = key.replace('.proj.', '.projection.')
+        elif key in ('patch_embed.norm.weight', 'patch_embed.norm.bias'):
+            new = key
+        elif key == 'absolute_pos_embed':
+            new, value = key, value.reshape(1, -1, 56, 56)
+        elif key.startswith('levels.'):
+            new = key.replace('levels.', 'stages.', 1).replace('.pool.', '.downsample.') \
+                .replace('.encoder.', '.blocks.').replace('.proj_c_e.', '.fc1.').replace('.proj_c_s.', '.fc2.')
+            unit = key.split('.gate_unit.', 1)[0] + '.gate_unit' if '.gate_unit.' in key else None
+            leaf = key.rsplit('.', 1)[1]
+            if unit is None:
+                pass
+            elif '.gate_unit.pos.' in key:
+                head = new.split('.gate_unit.', 1)[0] + '.gate.'
+                if leaf == 'token_proj_n_bias':
+                    if unit in qpe_units and not absolute_bias:
+                        continue  # official absolute_bias=False: created, never added
+                    new, value = head + 'token_bias', value.reshape(-1)
+                elif leaf == 'window_relative_position_bias_table':
+                    new = head + 'mixing.relative_position_table'
+                elif leaf == 'attention_centers':
+                    new, value = head + 'mixing.centers', _axes_to_ours(value, False)
+                elif leaf == 'attention_spreads':
+                    new = head + 'mixing.spreads'
+                    if value.dim() == 3:
+                        value = _axes_to_ours(value, not symmetric)
+                else:
+                    new = None
+            elif key == unit + '.token_proj_n_weight':
+                if unit in qpe_units:
+                    continue  # quadratic=True, pos_only=False: the official forward never reads it
+                new = new.split('.gate_unit.', 1)[0] + '.gate.mixing.token_weight'
+                value = value.reshape(value.shape[-2], value.shape[-1])
+            elif key.startswith(unit + '.proj_list.0.') or key.startswith(unit + '.norm_list.0.'):
+                head = new.split('.gate_unit.', 1)[0] + '.gate.'
+                if '.norm_list.0.' in key:
+                    new = head + 'norm.' + leaf
+                else:
+                    new = head + ('mixing.weight' if leaf == 'weight' else 'token_bias')
+            else:
+                new = None
+        elif key.startswith('norm.'):
+            new = f'norm{last}.' + key[len('norm.'):]
+        elif key.startswith('head.'):
+            new = key
+        if new is None:
+            raise KeyError(f'unexpected key {key!r} in an official PosMLP checkpoint (not a key of the official '
+                           'PosMLP model with PoSGU/SGU gates): is it a PosMLP (models/posmlp.py) state dict?')
+        out[new] = value
+    return out
+
+
+def model_convert_kwargs(model: nn.Module) -> dict:
+    """The :func:`convert_official_posmlp` options implied by one of our models."""
+    units = [m for m in model.modules() if isinstance(m, PositionalGatingUnit)]
+    symmetric = {getattr(u.mixing, 'symmetric', True) for u in units} or {True}
+    bias = {u.token_bias is not None for u in units if hasattr(u.mixing, 'centers')} or {True}
+    if len(symmetric) > 1 or len(bias) > 1:
+        raise ValueError('an official PosMLP checkpoint sets symmetric/absolute_bias for the whole model; '
+                         'this model mixes values: build it from official_arch_to_ours')
+    return dict(symmetric=symmetric.pop(), absolute_bias=bias.pop())
+
+
+def checkpoint_filter_fn(state: Dict[str, torch.Tensor],
+                        model: Optional[nn.Module] = None) -> Dict[str, torch.Tensor]:
+    """Accept official checkpoints directly in ``init_cfg`` (converted on the fly, with the
+    options of ``model``)."""
+    if any(k.startswith('levels.') for k in state):
+        state = convert_official_posmlp(state, **(model_convert_kwargs(model) if model is not None else {}))
+    head = [k for k in state if k.startswith('head.')]
+    if head:
+        print_log(f'PosMLP: the classifier keys {head} of the checkpoint are not backbone weights; left unused',
+                  logger='current')
+    return {k: v for k, v in state.items() if not k.startswith('head.')}
+
+
+#: official ``PosMLP`` constructor defaults (``models/posmlp.py``, its blocks' ``**kwargs`` included)
+OFFICIAL_DEFAULTS = dict(
+    img_size=(224, 224), in_chans=3, in_chan=3, patch_size=4, num_levels=3, embed_dims=(96, 192, 384, 768),
+    win_size=(14, 14, 14, 7), gamma=(8, 16, 32, 64), depths=(2, 2, 18, 2), mlp_ratio=(4, 4, 4, 2),
+    num_classes=1000, gate_unit='PoSGU', gate_layer='PosMLPLayer', pool_layer='ConvPatchMerging',
+    stem='ConvPatchEmbed', drop_rate=0., drop_path_rate=0.1, norm_layer='partial(nn.LayerNorm, eps=1e-6)',
+    act_layer='nn.GELU', global_pool='avg', stem_norm='BN', downsample_norm='LN', ape=False, pretrained=None,
+    chunks=2, shift=False, num_blocks=1, quadratic=True, generalized=True, pos_only=True, use_softmax=True,
+    att_std=1e-2, absolute_bias=True, symmetric=True, depth_conv=True)
+
+
+def _official_eps(norm_layer) -> float:
+    spec = str(norm_layer).replace(' ', '')
+    for prefix in ('nn.', 'torch.nn.'):
+        spec = spec.replace('partial(' + prefix, 'partial(').replace(prefix + 'LayerNorm', 'LayerNorm')
+    if spec == 'LayerNorm':
+        return 1e-5
+    if spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
+        return float(spec[len('partial(LayerNorm,eps='):-1])
+    raise ValueError(f"official norm_layer={norm_layer!r} is not supported: only nn.LayerNorm (any eps) is")
+
+
+def official_arch_to_ours(arch: dict) -> dict:
+    """Constructor kwargs of the official ``PosMLP`` (test vectors' ``arch_json``; non-JSON
+    arguments as strings, e.g. ``"gate_unit": "SGU"``) -> ours.
+
+    Every official option is either mapped or refused with a ``ValueError`` naming it; unknown
+    keys are refused. Options with no effect on a trained model's function are accepted:
+    ``img_size``/``patch_size``/``in_chans`` (the official ConvPE ignores them; ``stem=PatchEmbed``
+    reads ``in_chans`` and asserts ``img_size``, which ours does not need), ``num_classes``
+    (the head), ``att_std``/``pretrained`` (initialisation), ``drop_rate``/``drop_path_rate``
+    (mapped; training only).
+    """
+    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
+    if unknown:
+        raise ValueError(f'unknown official PosMLP options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
+    # The official ``stem=PatchEmbed`` is a 16x16 linear embedding (PosMLP's own ``patch_size`` is not
+    # passed on) with ``nn.LayerNorm`` (eps 1e-5), taking ``in_chans`` channels and ignoring ``stem_norm``;
+    # ``pool_layer=PatchMerging`` does not run (below).
+    a = {**OFFICIAL_DEFAULTS, **arch}
+    n = int(a['num_levels'])
+    lists = {k: list(a[k]) for k in ('embed_dims', 'win_size', 'gamma', 'depths', 'mlp_ratio')}
+    if any(len(v) != n for v in lists.values()):
+        raise ValueError(f'official num_levels={n} but embed_dims/win_size/gamma/depths/mlp_ratio have lengths '
+                         f'{[len(v) for v in lists.values()]} (the official model asserts they match)')
+    if str(a['pool_layer']).split('.')[-1] == 'PatchMerging':
+        raise ValueError("official pool_layer='PatchMerging' does not run (its LayerNorm and 1x1 reduction are built "
+                         'for in_chan channels but get the 4*in_chan concatenation): use ConvPatchMerging; our '
+                         "downsample_cfg=dict(type='linear') is the working Swin form it was meant to be")
+    for name, ok in (('gate_layer', ('PosMLPLayer', )), ('pool_layer', ('ConvPatchMerging', )),
+                     ('stem', ('ConvPatchEmbed', 'PatchEmbed')), ('act_layer', ('nn.GELU', )),
+                     ('global_pool', ('avg', ))):
+        if str(a[name]).split('.')[-1] not in [o.split('.')[-1] for o in ok]:
+            raise ValueError(f'official {name}={a[name]!r} is not supported: only {" or ".join(map(repr, ok))} '
+                             'has an equivalent here')
+    linear_stem = str(a['stem']).split('.')[-1] == 'PatchEmbed'
+    for name in ('stem_norm', 'downsample_norm'):
+        if name == 'stem_norm' and linear_stem:
+            continue  # not read by the official linear stem
+        if a[name] not in ('BN', 'LN'):
+            raise ValueError(f"official {name}={a[name]!r} is not supported: use 'BN' or 'LN'")
+    if a['pretrained'] not in (None, ''):
+        raise ValueError('official pretrained=<path> loads weights at construction: convert that file instead')
+    eps = _official_eps(a['norm_layer'])
+    norm_cfg = dict(type='LN', eps=eps)
+    chunks, gate_unit = int(a['chunks']), str(a['gate_unit'])
+    quadratic, pos_only = bool(a['quadratic']), bool(a['pos_only'])
+    gate_cfg = {}
+    if gate_unit == 'SGU':
+        if chunks != 2:
+            raise ValueError(f'official SGU with chunks={chunks} is not supported: only chunks=2 (gMLP SGU) '
+                             'has an equivalent here')
+        if sum(lists['depths']) > 26:
+            raise ValueError('official SGU drops the token-FC bias of blocks after the 26th: depths summing to '
+                             f'{sum(lists["depths"])} are not supported')
+        gate = 'sgu'
+        if eps != 1e-6:
+            gate_cfg['norm_cfg'] = norm_cfg
+    elif gate_unit == 'PoSGU':
+        if chunks not in (1, 2):
+            raise ValueError(f'official PoSGU with chunks={chunks} does not build (its FC2 expects '
+                             'hidden/chunks channels but gets hidden/2): use chunks 1 or 2')
+        if chunks == 1:
+            gate_cfg['split'] = False
+        if quadratic:
+            gate = 'ggqpe' if a['generalized'] else 'gqpe'
+            if not a['absolute_bias']:
+                gate_cfg['token_bias'] = False
+            if not a['use_softmax']:
+                gate_cfg['softmax'] = False
+            if a['generalized'] and not a['symmetric']:
+                gate_cfg['symmetric'] = False
+        else:
+            gate = 'glrpe' if pos_only else 'glrpe-m'
+    else:
+        raise ValueError(f"official gate_unit={gate_unit!r} is not supported: use 'PoSGU' or 'SGU'")
+    if a['shift'] and a['num_blocks'] != 1:
+        raise ValueError('official shift=True with num_blocks != 1 does not run (PosMLPLayer.forward_shift calls a '
+                         'missing self.window_partition); with num_blocks=1 it shifts nothing and maps to shift=False')
+    ours = dict(arch=dict(embed_dims=lists['embed_dims'], depths=lists['depths'], groups=lists['gamma'],
+                          mlp_ratios=lists['mlp_ratio'], window_sizes=lists['win_size']),
+                in_channels=int(a['in_chans'] if linear_stem else a['in_chan']), gate_type=gate, shift=False,
+                drop_rate=float(a['drop_rate']), drop_path_rate=float(a['drop_path_rate']), norm_cfg=norm_cfg)
+    if linear_stem:
+        ours['patch_embed_cfg'] = dict(type='linear', patch_size=16, norm_cfg=dict(type='LN', eps=1e-5))
+    else:
+        ours['stem_norm_cfg'] = dict(type=a['stem_norm'], eps=1e-6)
+    ours.update(downsample_norm_cfg=dict(type=a['downsample_norm'], eps=1e-6),
+                downsample_depthwise=bool(a['depth_conv']))
+    if gate_cfg:
+        ours['gate_cfg'] = gate_cfg
+    if a['ape']:
+        if lists['embed_dims'][0] != 96:
+            raise ValueError('official ape=True builds a (1, 3136, 96) embedding: it only runs with embed_dims[0]=96')
+        ours['ape_size'] = (56, 56)
+    return ours
+
+
+def official_convert_kwargs(arch: dict) -> dict:
+    """The :func:`convert_official_posmlp` options of an official constructor-kwargs dict."""
+    a = {**OFFICIAL_DEFAULTS, **arch}
+    quadratic_gen = a['gate_unit'] == 'PoSGU' and a['quadratic']
+    return dict(symmetric=bool(a['symmetric']) or not (quadratic_gen and a['generalized']),
+                absolute_bias=bool(a['absolute_bias']) or not quadratic_gen)
