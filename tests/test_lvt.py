@@ -208,7 +208,7 @@ def test_options_are_checked_in_one_sentence(kwargs, message):
 
 
 @pytest.mark.parametrize('change, message', [
-    (dict(window=7), "official LVT option 'window' is not known"),
+    (dict(window=7), "'window' is not an option of the official lite_vision_transformer"),
     (dict(rasa_cfg=dict(r_num=2, atrous_rates=[1], act_layer='nn.SiLU(True)', init='kaiming', gamma=1)),
      "rasa_cfg key 'gamma' is not known"),
     (dict(rasa_cfg=dict(r_num=2, atrous_rates=[1], act_layer='nn.Mish()', init='kaiming')),

@@ -232,7 +232,8 @@ def test_unsupported_combinations_are_refused(kw, match):
     (dict(patch_size=4, F4=True), False, 'dense=True'),
     (dict(patch_size=4, pretrained='x.pth'), True, 'init_cfg'),
     (dict(patch_size=4, norm_layer='nn.BatchNorm1d'), False, 'norm_layer'),
-    (dict(patch_size=4, block_cls='Block'), False, r"unknown official PVT v1 options \['block_cls'\]"),
+    (dict(patch_size=4, block_cls='Block'), False,
+     r"'block_cls' is not an option of the official PyramidVisionTransformer"),
 ])
 def test_official_pvt_v1_options_refused(arch, dense, match):
     with pytest.raises(ValueError, match=match):

@@ -13,6 +13,8 @@ our backbone resizes the temporal tables on load when a config uses another T.
 Every source tensor is accounted for: the script fails on unknown keys, and
 ``--check-arch s`` (default) verifies that the result loads into ``PosMLPVideo(arch='s')``
 with zero missing/unexpected keys (``--check-arch none`` for custom official configs).
+``--official-cfg SSV1_MLP_S16.yaml`` verifies it against the model the release's own config
+describes instead (every key of that config checked: unknown keys refused, ignored ones named).
 """
 import argparse
 import os
@@ -25,7 +27,7 @@ import torch
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 from mmposmlp.models.backbones.posmlp_video import PosMLPVideo  # noqa: E402
-from mmposmlp.models.converters.posmlp_video import convert_official_posmlp_video  # noqa: E402
+from mmposmlp.models.converters.posmlp_video import convert_official_posmlp_video, official_cfg_to_ours  # noqa: E402
 from mmposmlp.models.checkpoints import extract_state_dict, load_state_dict_checked  # noqa: E402
 from mmposmlp.utils.compat import safe_torch_load  # noqa: E402
 from mmposmlp.utils.safe_load import add_trust_argument, trusted_checkpoints  # noqa: E402
@@ -60,11 +62,23 @@ def check(out, arch):
     return t
 
 
+def check_official_cfg(out, cfg_path):
+    """Load the converted backbone into the model of the release config ``cfg_path`` (yaml, read as data)."""
+    import yaml
+    with open(cfg_path) as f:
+        cfg = yaml.safe_load(f)
+    backbone = {k[len('backbone.'):]: v for k, v in out.items() if k.startswith('backbone.')}
+    model = PosMLPVideo(**official_cfg_to_ours(cfg))
+    load_state_dict_checked(model, backbone, allowed_unexpected=(), source='converted checkpoint')
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('src', help='official PosMLP-Video checkpoint (.pyth/.pth)')
     parser.add_argument('dst', help='output path')
     parser.add_argument('--check-arch', default='s', help="arch to verify against, or 'none'")
+    parser.add_argument('--official-cfg', help="the release's config (yaml) the checkpoint was trained with: verify "
+                        'against the model it describes instead of --check-arch')
     parser.add_argument('--no-ema', action='store_true',
                         help='take the trained weights when the file also holds EMA ones')
     add_trust_argument(parser)
@@ -73,7 +87,9 @@ def main(argv=None):
         src = extract(safe_torch_load(args.src), prefer_ema=not args.no_ema)
     out = convert(src)
     t = out['backbone.stages.0.blocks.0.temporal.gate_t.token_bias'].numel()
-    if args.check_arch != 'none':
+    if args.official_cfg:
+        check_official_cfg(out, args.official_cfg)
+    elif args.check_arch != 'none':
         check(out, args.check_arch)
     if osp.dirname(args.dst):
         os.makedirs(osp.dirname(args.dst), exist_ok=True)

@@ -20,6 +20,7 @@ from mmengine.model.weight_init import constant_init, trunc_normal_init
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmposmlp.models.checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
+from mmposmlp.models.converters.cpvt import checkpoint_filter_fn
 from mmposmlp.models.layers.peg import PEG
 from mmposmlp.models.layers.position_encoding import AbsolutePositionEmbedding, RelativePositionEncoding2d
 from mmposmlp.registry import MODELS
@@ -370,7 +371,7 @@ class CPVT(FrozenStagesMixin, BaseModule):
     def init_weights(self):
         pretrained = pretrained_init_cfg(self)
         if pretrained is not None:
-            load_pretrained_init_cfg(self, pretrained)
+            load_pretrained_init_cfg(self, pretrained, converter=checkpoint_filter_fn)
             return
         super().init_weights()
         if self.init_cfg is None:

@@ -5,4 +5,4 @@ of ``tools/model_converters/`` call the same functions) and maps the official co
 options. The modules import layers and loading helpers, never the backbones, so a backbone imports its
 converter without a circle.
 """
-from . import gmlp, lvt, posmlp, posmlp_video, pvt_peg, wave_mlp  # noqa: F401
+from . import cpvt, gmlp, lvt, official_options, posmlp, posmlp_video, pvt_peg, wave_mlp  # noqa: F401

@@ -1,6 +1,7 @@
-"""timm ``gmlp_*`` checkpoints -> :class:`~mmposmlp.models.GMLP` (``gate_type='sgu'``).
+"""timm ``gmlp_*`` checkpoints and constructor options -> :class:`~mmposmlp.models.GMLP` (``gate_type='sgu'``).
 
-:func:`checkpoint_filter_fn` is the entry used when loading.
+:func:`checkpoint_filter_fn` is the entry used when loading; :func:`timm_gmlp_kwargs_to_ours` maps timm's
+``MlpMixer`` options.
 """
 import re
 from typing import Dict
@@ -9,6 +10,7 @@ import torch
 from mmengine.logging import print_log
 
 from ..checkpoints import backbone_of_whole_model
+from .official_options import checked_options, layer_name, layernorm_eps
 
 
 _TIMM_BLOCK_KEYS = [
@@ -67,3 +69,38 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch
         print_log('GMLP: converting timm gMLP keys', logger='current')
         state_dict = convert_timm_gmlp(state_dict)
     return backbone_of_whole_model(state_dict, 'GMLP')
+
+
+def timm_gmlp_kwargs_to_ours(kwargs: dict) -> dict:
+    """timm ``MlpMixer`` kwargs of a gMLP (``gmlp_*``: ``block_layer=SpatialGatingBlock``,
+    ``mlp_layer=GatedMlp``; classes as objects or names) -> our :class:`GMLP` kwargs with the SGU gate.
+
+    The keys are checked against :data:`~.official_options.TIMM_GMLP`. Refused with the reason: other
+    blocks (``MixerBlock``, ``ResBlock``: MLP-Mixer / ResMLP), a pair ``mlp_ratio`` (MixerBlock's),
+    ``stem_norm=True`` (our patch embedding has no norm), another activation or norm, block dropout
+    (``proj_drop_rate``) and ``drop_path_rate`` > 0 (timm drops every block at the same rate, ours
+    at a linearly rising one). ``num_classes``, ``drop_rate``, ``global_pool`` and ``nlhb`` belong to
+    the head; ``device``/``dtype`` only place the parameters.
+    """
+    a = checked_options('timm_gmlp', kwargs)
+    for key, want in (('block_layer', 'SpatialGatingBlock'), ('mlp_layer', 'GatedMlp'), ('act_layer', 'GELU')):
+        if layer_name(a[key]) != want:
+            raise ValueError(f'timm MlpMixer {key}={a[key]!r} is not a gMLP part: only {want} has an equivalent '
+                             'in GMLP (MixerBlock / ResBlock are MLP-Mixer / ResMLP)')
+    if not isinstance(a['mlp_ratio'], (int, float)):
+        raise ValueError(f"timm MlpMixer mlp_ratio={a['mlp_ratio']!r} is MixerBlock's (tokens, channels) pair; "
+                         'SpatialGatingBlock takes one ratio, e.g. mlp_ratio=6')
+    for key in ('proj_drop_rate', 'drop_path_rate'):
+        if a[key]:
+            raise ValueError(f'timm MlpMixer {key}={a[key]} is not supported: GMLP has no dropout inside the '
+                             'blocks and its stochastic depth rises linearly where timm uses one rate for all')
+    if a['stem_norm']:
+        raise ValueError('timm MlpMixer stem_norm=True normalises the patch embedding, which GMLP does not')
+    if a['global_pool'] != 'avg':
+        raise ValueError(f"timm MlpMixer global_pool={a['global_pool']!r}: only 'avg' (what the gMLP classifier "
+                         'configs pool by) is supported')
+    dims = int(a['embed_dim'])
+    return dict(arch=dict(num_layers=int(a['num_blocks']), embed_dims=dims,
+                          feedforward_channels=int(dims * a['mlp_ratio'])),
+                img_size=a['img_size'], patch_size=int(a['patch_size']), in_channels=int(a['in_chans']),
+                gate_type='sgu', norm_cfg=dict(type='LN', eps=layernorm_eps(a['norm_layer'])))

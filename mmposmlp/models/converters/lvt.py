@@ -12,6 +12,7 @@ import torch.nn as nn
 from mmengine.logging import print_log
 
 from ..checkpoints import strip_prefix
+from .official_options import checked_options
 
 
 _OFFICIAL_BLOCK = [
@@ -115,21 +116,16 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], prefix: Optional[s
 
 _OFFICIAL_ACTS = {'nn.SiLU(True)': 'SiLU', 'nn.SiLU()': 'SiLU', 'nn.ReLU(True)': 'ReLU', 'nn.ReLU()': 'ReLU',
                   'nn.GELU()': 'GELU', 'nn.Sigmoid()': 'Sigmoid', 'nn.Tanh()': 'Tanh'}
-_OFFICIAL_OPTIONS = ('layers', 'in_chans', 'num_classes', 'patch_size', 'embed_dims', 'num_heads', 'sa_layers',
-                     'rasa_cfg', 'mlp_ratios', 'mlp_depconv', 'sr_ratios', 'qkv_bias', 'qk_scale', 'drop_rate',
-                     'attn_drop_rate', 'drop_path_rate', 'norm_layer', 'with_cls_head', 'post_layers')
 _OFFICIAL_RASA = ('atrous_rates', 'act_layer', 'init', 'r_num')
 
 
 def official_lvt_kwargs(arch: dict) -> Tuple[dict, Optional[dict]]:
     """Official LVT constructor options (``lite_vision_transformer`` / ``lvt_cls`` kwargs, ``rasa_cfg`` as a
-    dict) -> ``(LVT kwargs, LVTClassAttentionHead kwargs or None)``. Every official option is mapped or
-    refused in one sentence; ``patch_size`` and ``drop_rate`` are accepted because the official network
-    never reads them, and ``rasa_cfg['init']`` because it only sets the initial weights."""
-    unknown = [k for k in arch if k not in _OFFICIAL_OPTIONS]
-    if unknown:
-        raise ValueError(f'official LVT option {unknown[0]!r} is not known; the official constructor takes '
-                         f'{list(_OFFICIAL_OPTIONS)}')
+    dict) -> ``(LVT kwargs, LVTClassAttentionHead kwargs or None)``. The keys are checked against
+    :data:`~.official_options.LVT` (``patch_size`` and ``drop_rate`` are accepted and logged: the official
+    network never reads them); every read option is mapped or refused in one sentence, ``rasa_cfg['init']``
+    accepted because it only sets the initial weights."""
+    checked_options('lvt', arch)
     if arch.get('norm_layer', 'nn.LayerNorm') not in ('nn.LayerNorm', nn.LayerNorm):
         raise ValueError(f"official LVT option norm_layer={arch['norm_layer']!r} is not supported; only "
                          "nn.LayerNorm (the default) converts")

@@ -11,6 +11,7 @@ import torch.nn as nn
 from mmengine.logging import print_log
 
 from ..layers.gating import PositionalGatingUnit
+from .official_options import POSMLP, checked_options, layernorm_eps
 
 
 def _axes_to_ours(value: torch.Tensor, both_sides: bool) -> torch.Tensor:
@@ -138,46 +139,21 @@ def checkpoint_filter_fn(state: Dict[str, torch.Tensor],
     return {k: v for k, v in state.items() if not k.startswith('head.')}
 
 
-#: official ``PosMLP`` constructor defaults (``models/posmlp.py``, its blocks' ``**kwargs`` included)
-OFFICIAL_DEFAULTS = dict(
-    img_size=(224, 224), in_chans=3, in_chan=3, patch_size=4, num_levels=3, embed_dims=(96, 192, 384, 768),
-    win_size=(14, 14, 14, 7), gamma=(8, 16, 32, 64), depths=(2, 2, 18, 2), mlp_ratio=(4, 4, 4, 2),
-    num_classes=1000, gate_unit='PoSGU', gate_layer='PosMLPLayer', pool_layer='ConvPatchMerging',
-    stem='ConvPatchEmbed', drop_rate=0., drop_path_rate=0.1, norm_layer='partial(nn.LayerNorm, eps=1e-6)',
-    act_layer='nn.GELU', global_pool='avg', stem_norm='BN', downsample_norm='LN', ape=False, pretrained=None,
-    chunks=2, shift=False, num_blocks=1, quadratic=True, generalized=True, pos_only=True, use_softmax=True,
-    att_std=1e-2, absolute_bias=True, symmetric=True, depth_conv=True)
-
-
-def _official_eps(norm_layer) -> float:
-    spec = str(norm_layer).replace(' ', '')
-    for prefix in ('nn.', 'torch.nn.'):
-        spec = spec.replace('partial(' + prefix, 'partial(').replace(prefix + 'LayerNorm', 'LayerNorm')
-    if spec == 'LayerNorm':
-        return 1e-5
-    if spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
-        return float(spec[len('partial(LayerNorm,eps='):-1])
-    raise ValueError(f"official norm_layer={norm_layer!r} is not supported: only nn.LayerNorm (any eps) is")
-
-
 def official_arch_to_ours(arch: dict) -> dict:
     """Constructor kwargs of the official ``PosMLP`` (test vectors' ``arch_json``; non-JSON
     arguments as strings, e.g. ``"gate_unit": "SGU"``) -> ours.
 
-    Every official option is either mapped or refused with a ``ValueError`` naming it; unknown
-    keys are refused. Options with no effect on a trained model's function are accepted:
-    ``img_size``/``patch_size``/``in_chans`` (the official ConvPE ignores them; ``stem=PatchEmbed``
-    reads ``in_chans`` and asserts ``img_size``, which ours does not need), ``num_classes``
-    (the head), ``att_std``/``pretrained`` (initialisation), ``drop_rate``/``drop_path_rate``
-    (mapped; training only).
+    The keys are checked against :data:`~.official_options.POSMLP` (unknown keys refused, ignored
+    ones logged); every read option is mapped or refused with a ``ValueError`` naming it. Read
+    options with no effect on a trained model's function are accepted: ``img_size``/``in_chans``
+    (the official ConvPE ignores them; ``stem=PatchEmbed`` reads ``in_chans`` and asserts
+    ``img_size``, which ours does not need), ``num_classes`` (the head), ``att_std``
+    (initialisation), ``drop_rate``/``drop_path_rate`` (mapped; training only).
     """
-    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
-    if unknown:
-        raise ValueError(f'unknown official PosMLP options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
     # The official ``stem=PatchEmbed`` is a 16x16 linear embedding (PosMLP's own ``patch_size`` is not
     # passed on) with ``nn.LayerNorm`` (eps 1e-5), taking ``in_chans`` channels and ignoring ``stem_norm``;
     # ``pool_layer=PatchMerging`` does not run (below).
-    a = {**OFFICIAL_DEFAULTS, **arch}
+    a = checked_options('posmlp', arch)
     n = int(a['num_levels'])
     lists = {k: list(a[k]) for k in ('embed_dims', 'win_size', 'gamma', 'depths', 'mlp_ratio')}
     if any(len(v) != n for v in lists.values()):
@@ -201,7 +177,7 @@ def official_arch_to_ours(arch: dict) -> dict:
             raise ValueError(f"official {name}={a[name]!r} is not supported: use 'BN' or 'LN'")
     if a['pretrained'] not in (None, ''):
         raise ValueError('official pretrained=<path> loads weights at construction: convert that file instead')
-    eps = _official_eps(a['norm_layer'])
+    eps = layernorm_eps(a['norm_layer'])
     norm_cfg = dict(type='LN', eps=eps)
     chunks, gate_unit = int(a['chunks']), str(a['gate_unit'])
     quadratic, pos_only = bool(a['quadratic']), bool(a['pos_only'])
@@ -258,7 +234,7 @@ def official_arch_to_ours(arch: dict) -> dict:
 
 def official_convert_kwargs(arch: dict) -> dict:
     """The :func:`convert_official_posmlp` options of an official constructor-kwargs dict."""
-    a = {**OFFICIAL_DEFAULTS, **arch}
+    a = {**POSMLP['read'], **arch}
     quadratic_gen = a['gate_unit'] == 'PoSGU' and a['quadratic']
     return dict(symmetric=bool(a['symmetric']) or not (quadratic_gen and a['generalized']),
                 absolute_bias=bool(a['absolute_bias']) or not quadratic_gen)

@@ -11,6 +11,7 @@ import torch.nn as nn
 from mmengine.logging import print_log
 
 from ..layers.relative_position import LearnedPositionMixing
+from .official_options import checked_options, flat_cfg
 
 
 def convert_official_posmlp_video(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
@@ -62,6 +63,7 @@ def convert_official_posmlp_video(state: Dict[str, torch.Tensor]) -> Dict[str, t
 
 
 def checkpoint_filter_fn(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """init_cfg loading: official keys converted, ours passed through; classifier keys left out (logged)."""
     if any(k.startswith('patch_embed1.') for k in state):
         state = convert_official_posmlp_video(state)
     head = [k for k in state if k.startswith(('head.', 'cls_head.'))]
@@ -71,49 +73,38 @@ def checkpoint_filter_fn(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tens
     return {k: v for k, v in state.items() if not k.startswith(('head.', 'cls_head.'))}
 
 
-#: the cfg keys the official ``PosMLP_Video.__init__`` reads (section -> keys)
-OFFICIAL_CFG_KEYS = {
-    None: {'WIN_SIZE', 'WIN_SIZE_T', 'POSGAMMA'},
-    'POSMLP_VIDEO': {'SHIFT', 'LAYERS', 'TRANSITIONS', 'EMBED_DIMS', 'PATCH_SIZE', 'DROP_DEPTH_RATE',
-                     'PRETRAIN_PATH'},
-    'MODEL': {'NUM_CLASSES'},
-    'DATA': {'TRAIN_CROP_SIZE', 'INPUT_CHANNEL_NUM'},
-}
-
-
 def official_cfg_to_ours(cfg: dict) -> dict:
-    """The official yacs cfg tree (test vector ``arch_json``) -> our constructor kwargs.
+    """An official yacs cfg tree (a release config as loaded from its yaml, the tree of ``defaults.py``
+    merged with one, or a test vector's ``arch_json``) -> our constructor kwargs.
 
-    Every key ``PosMLP_Video`` reads is mapped; unknown keys in ``POSMLP_VIDEO`` are refused
-    (other sections of a SlowFast cfg, e.g. ``SOLVER``, are not model options). No-ops in the
-    released code, accepted: ``SHIFT`` (its layers' shift size is hard-wired to 0, so
-    ``SHIFT=True`` partitions the same windows), ``PATCH_SIZE`` and ``TRAIN_CROP_SIZE`` (unused
-    by the modules), ``PRETRAIN_PATH`` (initialisation), ``NUM_CLASSES`` (the head).
-    ``TRANSITIONS[i] = False`` removes the downsampling before stage ``i + 1`` when the channels
-    stay; when they change, the official ``Downsample`` ignores its patch size and still
-    halves the map, as ours does.
+    The keys are checked against :data:`~.official_options.POSMLP_VIDEO` (``POSMLP_VIDEO``, ``MODEL`` and
+    ``DATA`` key by key, other sections as a whole): unknown keys are refused naming the closest known
+    one; the keys ``PosMLP_Video`` ignores are accepted and logged in one line (e.g. ``SEGMENT_DIM``,
+    ``T_STRIDE``, ``MLP_RATIOS``, read only by the release's other network ``PosMLP_Video_32``; ``SHIFT``,
+    whose layers' shift size is fixed to 0); read keys absent from ``cfg`` take their ``defaults.py``
+    values. ``MODEL.MODEL_NAME`` must name ``PosMLP_Video``. ``TRANSITIONS[i] = False`` removes the
+    downsampling before stage ``i + 1`` when the channels stay; when they change, the official
+    ``Downsample`` ignores its patch size and still halves the map, as ours does.
     """
-    for section, known in OFFICIAL_CFG_KEYS.items():
-        if section is None:
-            continue
-        unknown = sorted(set(cfg.get(section, {})) - known)
-        if section == 'POSMLP_VIDEO' and unknown:
-            raise ValueError(f'unknown official POSMLP_VIDEO options {unknown}; known: {sorted(known)}')
-    pv = cfg['POSMLP_VIDEO']
-    dims = list(pv['EMBED_DIMS'])
-    n = len(pv['LAYERS'])
-    if n != 4 or len(dims) != 4:
-        raise ValueError(f'the official PosMLP_Video has exactly 4 stages; LAYERS/EMBED_DIMS have {n}/{len(dims)}')
-    transitions = list(pv.get('TRANSITIONS', [True] * 4))
-    wins = [(t, w, w) for t, w in zip(cfg['WIN_SIZE_T'], cfg['WIN_SIZE'])]
-    in_channels = list(cfg.get('DATA', {}).get('INPUT_CHANNEL_NUM', [3]))
-    if len(in_channels) != 1:
-        raise ValueError(f'official INPUT_CHANNEL_NUM={in_channels} has several pathways; PosMLP_Video reads one')
-    return dict(arch=dict(embed_dims=dims, depths=list(pv['LAYERS']), mlp_ratio=2,
-                          groups=list(cfg['POSGAMMA']), window_sizes=[list(w) for w in wins]),
-                in_channels=int(in_channels[0]),
+    a = checked_options('posmlp_video', flat_cfg(cfg))
+    name = a['MODEL.MODEL_NAME']
+    if name == 'PosMLP_Video_32':
+        raise ValueError("official MODEL.MODEL_NAME='PosMLP_Video_32' is the release's MorphMLP network "
+                         '(slowfast/models/posmlp_32.py: MorphFC token mixing over SEGMENT_DIM), which has no '
+                         "counterpart here; only MODEL_NAME='PosMLP_Video' (slowfast/models/posmlp.py) converts.")
+    if name != 'PosMLP_Video':
+        raise ValueError(f"official MODEL.MODEL_NAME={name!r} does not build the PosMLP-Video network; set "
+                         "MODEL_NAME='PosMLP_Video' (what every PosMLP-Video release config names).")
+    dims, depths = list(a['POSMLP_VIDEO.EMBED_DIMS']), list(a['POSMLP_VIDEO.LAYERS'])
+    if len(depths) != 4 or len(dims) != 4:
+        raise ValueError(f'the official PosMLP_Video has exactly 4 stages; LAYERS/EMBED_DIMS have '
+                         f'{len(depths)}/{len(dims)}')
+    transitions = list(a['POSMLP_VIDEO.TRANSITIONS'])
+    wins = [[t, w, w] for t, w in zip(a['WIN_SIZE_T'], a['WIN_SIZE'])]
+    return dict(arch=dict(embed_dims=dims, depths=depths, mlp_ratio=2, groups=list(a['POSGAMMA']), window_sizes=wins),
+                in_channels=int(a['DATA.INPUT_CHANNEL_NUM'][0]),  # the model reads the first pathway only
                 downsamples=[bool(transitions[i]) or dims[i] != dims[i + 1] for i in range(3)],
-                block_type='PoTGU+PoSGU', gate_type='glrpe', drop_path_rate=float(pv.get('DROP_DEPTH_RATE', 0.1)))
+                block_type='PoTGU+PoSGU', gate_type='glrpe', drop_path_rate=float(a['POSMLP_VIDEO.DROP_DEPTH_RATE']))
 
 
 def inflate_image_state_dict(state: Dict[str, torch.Tensor], video: nn.Module,

@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 from mmengine.logging import print_log
 
+from .official_options import checked_options, layernorm_eps
+
 
 def _official_key(k: str) -> Optional[str]:
     """Official Twins ``CPVTV2`` / timm ``twins`` key -> PVTPEG key (None: not a backbone key)."""
@@ -230,46 +232,25 @@ def checkpoint_filter_fn(state: Dict[str, torch.Tensor], model: Optional[nn.Modu
     return drop_unused_cls_slot(state, model) if model is not None else state
 
 
-#: official Twins ``CPVTV2`` constructor defaults (``gvt.py``; the detection/segmentation
-#: copies add ``F4`` and ``extra_norm``)
-OFFICIAL_DEFAULTS = dict(img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dims=[64, 128, 256, 512],
-                         num_heads=[1, 2, 4, 8], mlp_ratios=[4, 4, 4, 4], qkv_bias=False, qk_scale=None, drop_rate=0.,
-                         attn_drop_rate=0., drop_path_rate=0., norm_layer='nn.LayerNorm', depths=[3, 4, 6, 3],
-                         sr_ratios=[8, 4, 2, 1], block_cls='Block', F4=False, extra_norm=False)
-
-
-def _official_layernorm_eps(norm_layer) -> float:
-    """The eps of an official ``norm_layer`` (``nn.LayerNorm`` or ``partial(nn.LayerNorm, eps=...)``); any
-    other norm is refused."""
-    spec = str(norm_layer).replace(' ', '').replace('nn.', '')
-    if spec == 'LayerNorm':
-        return 1e-5
-    if spec.startswith('partial(LayerNorm,eps=') and spec.endswith(')'):
-        return float(spec[len('partial(LayerNorm,eps='):-1])
-    raise ValueError(f"official norm_layer={norm_layer!r} is not supported: only nn.LayerNorm (any eps) is")
-
-
 def official_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     """Official Twins ``CPVTV2`` constructor kwargs (``norm_layer`` as a string, e.g.
     ``"partial(nn.LayerNorm, eps=1e-6)"``) -> our :class:`PVTPEG` kwargs.
 
     ``dense=False``: the classifier (``gvt.py``): ``out_indices=(3,)`` and the final norm as
     ``norm3``; ``dense=True``: the detection/segmentation backbone, returning the 4 stage maps
-    (``F4``: the last only), normed when ``extra_norm``. Every option is mapped or refused
-    (``ValueError`` naming it); no-ops accepted: ``img_size`` (only an assertion officially),
-    ``num_classes`` (the head). ``block_cls`` other than ``Block`` (``SBlock``/``GroupBlock``,
-    the timm-block variants of Twins-SVT) is refused.
+    (``F4``: the last only), normed when ``extra_norm``. The keys are checked against
+    :data:`~.official_options.TWINS_PCPVT`; every option is mapped or refused (``ValueError``
+    naming it); no-ops accepted: ``img_size`` (only an assertion officially), ``num_classes``
+    (the head). ``block_cls`` other than ``Block`` (``SBlock``/``GroupBlock``, the timm-block
+    variants of Twins-SVT) is refused.
     """
-    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
-    if unknown:
-        raise ValueError(f'unknown official CPVTV2 options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
-    a = {**OFFICIAL_DEFAULTS, **arch}
+    a = checked_options('twins_pcpvt', arch)
     if not dense and (a['F4'] or a['extra_norm']):
         raise ValueError('official F4/extra_norm exist only in the detection/segmentation CPVTV2: pass dense=True')
     if str(a['block_cls']).split('.')[-1] != 'Block':
         raise ValueError(f"official block_cls={a['block_cls']!r} is not supported: only Block (spatial-reduction "
                          'attention, PCPVT) has an equivalent here')
-    eps = _official_layernorm_eps(a['norm_layer'])
+    eps = layernorm_eps(a['norm_layer'])
     n = len(a['depths'])
     ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
                           mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
@@ -284,15 +265,6 @@ def official_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     return ours
 
 
-#: official PVT v1 ``PyramidVisionTransformer`` constructor defaults (github.com/whai362/PVT
-#: ``classification/pvt.py``; the detection/segmentation copies add ``F4`` and ``pretrained``)
-OFFICIAL_PVT_V1_DEFAULTS = dict(img_size=224, patch_size=16, in_chans=3, num_classes=1000,
-                                embed_dims=[64, 128, 256, 512], num_heads=[1, 2, 4, 8], mlp_ratios=[4, 4, 4, 4],
-                                qkv_bias=False, qk_scale=None, drop_rate=0., attn_drop_rate=0., drop_path_rate=0.,
-                                norm_layer='nn.LayerNorm', depths=[3, 4, 6, 3], sr_ratios=[8, 4, 2, 1], num_stages=4,
-                                F4=False, pretrained=None)
-
-
 def official_pvt_v1_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     """Official PVT v1 ``PyramidVisionTransformer`` kwargs (``norm_layer`` as a string) -> our
     :class:`PVTPEG` kwargs: learnable per-stage tables at ``img_size``, no PEG; the classifier
@@ -303,12 +275,10 @@ def official_pvt_v1_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     by hand), ``patch_size`` other than 4 (the official tables of stages 2-4 are sized from
     ``img_size // 2**(i+1)``, which is the stage grid only with a 4x4 stem), an ``img_size`` not
     divisible by the total stride, ``norm_layer`` other than LayerNorm, ``F4`` / ``pretrained``
-    without ``dense``, unknown options. No-ops: ``num_classes`` (the head), ``pretrained=None``.
+    without ``dense``, options outside :data:`~.official_options.PVT_V1`. No-ops: ``num_classes``
+    (the head), ``pretrained=None``.
     """
-    unknown = sorted(set(arch) - set(OFFICIAL_PVT_V1_DEFAULTS))
-    if unknown:
-        raise ValueError(f'unknown official PVT v1 options {unknown}; known: {sorted(OFFICIAL_PVT_V1_DEFAULTS)}')
-    a = {**OFFICIAL_PVT_V1_DEFAULTS, **arch}
+    a = checked_options('pvt_v1', arch)
     if not dense and (a['F4'] or a['pretrained'] is not None):
         raise ValueError('official F4/pretrained exist only in the detection/segmentation PVT v1: pass dense=True')
     if a['pretrained'] is not None:
@@ -323,7 +293,7 @@ def official_pvt_v1_arch_to_ours(arch: dict, dense: bool = False) -> dict:
     if int(a['img_size']) % 32:
         raise ValueError(f"official PVT v1 img_size={a['img_size']} is not supported: it must be divisible by the "
                          'total stride 32 (non-divisible sizes give stage tables off the stage grids)')
-    eps = _official_layernorm_eps(a['norm_layer'])
+    eps = layernorm_eps(a['norm_layer'])
     ours = dict(arch=dict(depths=list(a['depths']), embed_dims=list(a['embed_dims']), num_heads=list(a['num_heads']),
                           mlp_ratios=list(a['mlp_ratios']), sr_ratios=list(a['sr_ratios'])),
                 in_channels=int(a['in_chans']), patch_sizes=[4, 2, 2, 2], qkv_bias=bool(a['qkv_bias']),

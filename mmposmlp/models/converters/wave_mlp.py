@@ -11,6 +11,7 @@ import torch
 from mmengine.logging import print_log
 
 from ..checkpoints import backbone_of_whole_model
+from .official_options import checked_options
 
 BN = dict(type='BN')
 GN1 = dict(type='GN', num_groups=1)  # official ``MyNorm`` = nn.GroupNorm(1, C), eps 1e-5
@@ -106,28 +107,19 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch
     return backbone_of_whole_model(state_dict, 'WaveMLP')
 
 
-#: official ``WaveNet`` constructor defaults (``wavemlp_pytorch/models/wavemlp.py``)
-OFFICIAL_DEFAULTS = dict(layers=None, img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dims=None,
-                         transitions=None, mlp_ratios=None, qkv_bias=False, qk_scale=None, drop_rate=0.,
-                         attn_drop_rate=0., drop_path_rate=0., norm_layer='nn.BatchNorm2d', fork_feat=False,
-                         mode='fc', ds_use_norm=True, args=None)
-
-
 def official_arch_to_ours(arch: dict) -> dict:
     """Official ``WaveNet`` constructor kwargs (test vectors' ``arch_json``; ``norm_layer`` as
     ``"nn.BatchNorm2d"`` or ``"MyNorm"``) -> our :class:`WaveMLP` kwargs.
 
-    Every option is mapped or refused (``ValueError`` naming it); unknown keys are refused.
-    No-ops in the official code, accepted: ``img_size``, ``patch_size`` and ``in_chans`` (the stem
-    is hard-wired to a 3-channel 7x7/4 conv), ``qk_scale``, ``attn_drop_rate`` and ``drop_rate``
-    (never passed to the blocks), ``args``; ``num_classes`` is the head. ``fork_feat=True`` (the
+    The keys are checked against :data:`~.official_options.WAVEMLP`: unknown keys are refused, the
+    ones the official code ignores are accepted and logged (``img_size``, ``patch_size``, ``in_chans``:
+    the stem is hard-wired to a 3-channel 7x7/4 conv; ``qk_scale``, ``attn_drop_rate``, ``drop_rate``:
+    never used by the blocks; ``args``). Every read option is mapped or refused (``ValueError`` naming
+    it); ``num_classes`` is the head. ``fork_feat=True`` (the
     detection/segmentation model) maps to ``out_indices=(0, 1, 2, 3)`` with the output norms
     ``norm0-3`` (official ``norm0/2/4/6``).
     """
-    unknown = sorted(set(arch) - set(OFFICIAL_DEFAULTS))
-    if unknown:
-        raise ValueError(f'unknown official WaveNet options {unknown}; known: {sorted(OFFICIAL_DEFAULTS)}')
-    a = {**OFFICIAL_DEFAULTS, **arch}
+    a = checked_options('wavemlp', arch)
     for k in ('layers', 'embed_dims', 'mlp_ratios'):
         if a[k] is None or len(a[k]) != 4:
             raise ValueError(f'official {k}={a[k]!r}: our WaveMLP needs 4 stages')
