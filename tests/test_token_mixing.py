@@ -42,9 +42,13 @@ def _grads(out, params):
 @pytest.mark.parametrize('gate_type', sorted(set(GATE_TYPES) - {'sgu'}))
 @pytest.mark.parametrize('hw,shift', [((12, 12), (0, 0)), ((11, 15), (3, 3))])
 @pytest.mark.parametrize('with_norm', [True, False])
-def test_fused_gated_mlp_equals_autograd_composition(gate_type, hw, shift, with_norm):
+@pytest.mark.parametrize('window', [(6, 6), (2, 2)])
+def test_fused_gated_mlp_equals_autograd_composition(gate_type, hw, shift, with_norm, window):
+    """(6, 6): the mixed half is kept; (2, 2): the mixing costs less than a quarter of the FCs and is
+    recomputed in backward."""
     torch.manual_seed(0)
-    window, cin, hidden, groups = (6, 6), 8, 48, 4  # K = 6 channels per group != G = 4
+    cin, hidden, groups = 8, 48, 4  # K = 6 channels per group != G = 4
+    shift = tuple(min(s, w // 2) for s, w in zip(shift, window))
     fc1, fc2 = nn.Linear(cin, hidden).double(), nn.Linear(hidden // 2, 5).double()
     norm = _randomized(nn.LayerNorm(cin, eps=1e-6).double(), 0.3) if with_norm else None
     gate = _randomized(PositionalGatingUnit(hidden, window, groups, gate_type).double())
@@ -64,7 +68,8 @@ def test_fused_gated_mlp_equals_autograd_composition(gate_type, hw, shift, with_
         assert (a - b).abs().max() < 1e-10, name_grad
     # not kept for backward (recomputed): the LayerNorm's output, the activation, the gated product
     tokens = windows[..., 0].numel()
-    assert saved_plain - saved >= tokens * ((cin if with_norm else 0) + hidden + hidden // 2) * 8
+    recomputed = hidden // 2 if window == (2, 2) else 0
+    assert saved_plain - saved >= tokens * ((cin if with_norm else 0) + hidden + hidden // 2 + recomputed) * 8
 
 
 def test_fused_path_not_taken_under_no_grad_or_hooks():

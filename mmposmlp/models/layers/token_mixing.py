@@ -10,8 +10,10 @@ Eq. 9, Fig. 2d) for training: autograd would keep seven tensors per block (the L
 output, ``fc1``'s output, the activation, the mixed ``X1``, the gated product), about ``2C + 3 C_hidden``
 values per token; this function keeps the block input, ``fc1``'s output and the mixed ``X1``
 (``C + 1.5 C_hidden``) and recomputes the LayerNorm, the activation and the product in backward - element-
-wise work, cheap next to the GEMMs. Its backward calls the same kernels as autograd's formulas
-(``native_layer_norm_backward``, ``gelu_backward``, ``mm``, ``bmm``).
+wise work, cheap next to the GEMMs. Where the token mixing is cheap too (less than a quarter of the
+FCs' multiply-adds: the later stages, where ``C`` is large and the windows small), the mixed ``X1`` is
+recomputed as well and the function keeps ``C + C_hidden``. Its backward calls the same kernels as
+autograd's formulas (``native_layer_norm_backward``, ``gelu_backward``, ``mm``, ``bmm``).
 """
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -83,6 +85,7 @@ class GatedMLPSpec(NamedTuple):
     masked_rows: MaskedRows
     approximate: str  # GELU's
     eps: Optional[float]  # the LayerNorm's; None: the input is already normed
+    recompute_mixing: bool = False  # recompute P X1 + b in backward instead of keeping it
 
 
 def _linear_t(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
@@ -117,12 +120,13 @@ class GatedMLPFunction(torch.autograd.Function):
         y = torch.mul(out, v, out=u)  # X1's storage is free now
         z_t = _linear_t(y.view(half, -1).t(), w2, b2)
         ctx.spec, ctx.quarter = spec, quarter
-        ctx.save_for_backward(x, ln_weight, ln_bias, mean, rstd, w1, w2, h, out, base, masked)
+        kept = None if spec.recompute_mixing else out
+        ctx.save_for_backward(x, ln_weight, ln_bias, mean, rstd, w1, w2, h, kept, base, masked, token_bias)
         return z_t.t().view(*x.shape[:-1], w2.shape[0])
 
     @staticmethod
     def backward(ctx, grad_z):
-        x, ln_weight, ln_bias, mean, rstd, w1, w2, h, out, base, masked = ctx.saved_tensors
+        x, ln_weight, ln_bias, mean, rstd, w1, w2, h, out, base, masked, token_bias = ctx.saved_tensors
         spec, quarter = ctx.spec, ctx.quarter
         need = ctx.needs_input_grad
         C = x.shape[-1]
@@ -130,6 +134,8 @@ class GatedMLPFunction(torch.autograd.Function):
         xn = torch.native_layer_norm(rows, (C, ), ln_weight, ln_bias, spec.eps)[0] if spec.eps is not None else rows
         a = F.gelu(h, approximate=spec.approximate)
         u, v = a.view(2, *quarter).unbind(0)
+        if out is None:
+            out = mix_windows(u, base, masked, token_bias, spec.masked_rows)
         half = h.shape[0] // 2
         g = grad_z.reshape(-1, w2.shape[0])  # (T, C_out)
         grad_w2 = g.t().mm((out * v).view(half, -1).t()) if need[5] else None
