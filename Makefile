@@ -28,7 +28,7 @@ test-all: install
 
 # Curated mutants against the tests that should catch them (~30-40 min on 2 cores; docs/testing.md).
 test-mutation: install
-	$(PY) tools/misc/mutation_test.py --json work_dirs/mutation.json
+	$(PY) .dev_scripts/mutation_test.py --json work_dirs/mutation.json
 
 demo: install
 	bash tools/demo.sh

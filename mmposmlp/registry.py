@@ -9,14 +9,25 @@ from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
+import re
+
 from mmengine.registry import DefaultScope, Registry
 
 SCOPE = 'mmposmlp'
 
 
 def _outer_scope():
-    """The innermost default scope that is not ours (the library running the config), or None."""
-    for inst in reversed(list(DefaultScope._instance_dict.values())):
+    """The innermost default scope that is not ours (the library running the config), or None.
+
+    The current scope (``DefaultScope.get_current_instance``) when it is not ours. Inside a build that
+    mmengine switched to our scope (a dict with ``_scope_='mmposmlp'``), the scope it switched from: mmengine
+    keeps the enclosing scopes only in ``DefaultScope``'s instance table and has no public accessor for them,
+    so that one table is read here.
+    """
+    current = DefaultScope.get_current_instance()
+    if current is None or current.scope_name != SCOPE:
+        return None if current is None else current.scope_name
+    for inst in reversed(list(DefaultScope._instance_dict.values())):  # no public way (see above)
         if inst.scope_name != SCOPE:
             return inst.scope_name
     return None
@@ -38,7 +49,7 @@ class PluginRegistry(Registry):
         outer = _outer_scope()
         if outer is None:
             return None
-        sibling = self._get_root_registry()._search_child(outer)
+        sibling = self.root.children.get(outer)
         return None if sibling is None or sibling is self else sibling.get(key)
 
 
@@ -57,8 +68,9 @@ for _attr in ('METRICS', 'EVALUATOR', 'OPTIMIZERS', 'OPTIM_WRAPPERS', 'OPTIM_WRA
               'LOOPS', 'VISUALIZERS', 'VISBACKENDS', 'LOG_PROCESSORS', 'WEIGHT_INITIALIZERS', 'FUNCTIONS',
               'MODEL_WRAPPERS', 'RUNNERS', 'RUNNER_CONSTRUCTORS', 'TASK_UTILS', 'INFERENCERS'):
     _root = getattr(_roots, _attr)
-    globals()[_attr] = _root._children.get(SCOPE) or PluginRegistry(_root.name, parent=_root, scope=SCOPE,
-                                                                    locations=['mmposmlp.registry'])
+    globals()[_attr] = _root.children.get(SCOPE) or PluginRegistry(
+        _root.name, parent=_root, scope=SCOPE,
+        locations=['mmposmlp.engine' if _attr == 'RUNNERS' else 'mmposmlp.registry'])
 del _attr, _root
 
 
@@ -76,7 +88,7 @@ def _registered_names(registry_name: str) -> list:
         reg, prefix = todo.pop()
         reg.import_from_location()
         names.extend(prefix + name for name in reg.module_dict)
-        todo.extend((child, f'{scope}.') for scope, child in reg._children.items())
+        todo.extend((child, f'{scope}.') for scope, child in reg.children.items())
     return names
 
 
@@ -93,3 +105,43 @@ def closest_registered(name: str, registry_name: str, n: int = 3, cutoff: float 
     found = [full for b in close for full in by_bare[b] if full != name]
     found.sort(key=lambda f: (f.rpartition('.')[2].lower() != bare, not f.startswith('mmposmlp.')))
     return found[:n]
+
+
+_NOT_IN_REGISTRY = re.compile(r'([\w.]+) is not in the ([\w:.]+) registry')
+
+
+def unknown_type_in(exc: BaseException):
+    """``(name, registry)`` of mmengine's "X is not in the scope::kind registry" error (also when mmengine wrapped it
+    as ``class `Outer` in file.py: ...``), else None."""
+    text = str(exc.args[0]) if getattr(exc, 'args', None) else str(exc)
+    m = _NOT_IN_REGISTRY.search(text)
+    return m.groups() if m else None
+
+
+def unknown_type_message(name: str, registry: str) -> str:
+    """One sentence for ``type=name`` missing from ``registry`` (``'scope::model'``): the closest registered
+    names, and the fix (the ``mmposmlp.`` prefix, or ``custom_imports`` for a module nobody imported)."""
+    scope, _, registry_name = registry.rpartition('::')
+    try:
+        close = closest_registered(name, registry_name)
+    except Exception:  # noqa: BLE001  (the suggestion is a courtesy; the message stands without it)
+        close = []
+    # names of the running library's own scope need no prefix
+    close = [c.partition('.')[2] if scope and c.startswith(scope + '.') else c for c in close]
+    head = f'unknown type {name!r}: it is not registered in the {registry} registry'
+    custom = ("add the module that registers it to custom_imports (custom_imports = dict(imports=['your.module'], "
+              'allow_failed_imports=False))')
+    if close:
+        best = close[0]
+        others = f' (or {", ".join(f"`{c}`" for c in close[1:])})' if len(close) > 1 else ''
+        if best.lower() == name.lower() or best.rpartition('.')[2].lower() == name.rpartition('.')[2].lower():
+            if best.startswith('mmposmlp.') and not name.startswith('mmposmlp.'):
+                fix = (f"mmposmlp's modules live in the mmposmlp registry, so write type='{best}' "
+                       '(custom_imports alone does not make unprefixed names visible)')
+            else:
+                fix = f"write type='{best}'"
+        else:
+            fix = f"fix the spelling (type='{best}'), or if it is a module of your own, {custom}"
+        return f'{head}: did you mean `{best}`{others}? {fix[0].upper()}{fix[1:]}.'
+    return (f"{head}: check the spelling of `type='{name}'`; mmposmlp modules are written type='mmposmlp.Name'; "
+            f'for a module of your own, {custom}.')

@@ -27,7 +27,7 @@ def toy_data(tmp_path_factory):
 
 @pytest.fixture(scope='session')
 def slurm_cluster(tmp_path_factory):
-    """A throw-away single-node Slurm cluster (tools/misc/slurm_cluster.sh): yields its env (SLURM_CONF, PATH).
+    """A throw-away single-node Slurm cluster (.dev_scripts/slurm_cluster.sh): yields its env (SLURM_CONF, PATH).
 
     Needs root and Debian's slurm packages (installed with apt if missing, ~5 s); skipped otherwise. The
     daemons (own munge key, config in a temp dir) are stopped by pid in a finally.

@@ -1,4 +1,4 @@
-"""A throw-away Slurm cluster for tests (tools/misc/slurm_cluster.sh): one node, or one slurmd per network
+"""A throw-away Slurm cluster for tests (.dev_scripts/slurm_cluster.sh): one node, or one slurmd per network
 namespace with ``nodes=2``. Shared by the single-node fixture (conftest.py) and the 2-node one
 (test_multinode.py)."""
 import contextlib
@@ -36,7 +36,7 @@ def throwaway_slurm_cluster(nodes: int = 1):
     # munged needs o+x on every parent of its socket; pytest's tmp dirs are 0700
     base = tempfile.mkdtemp(prefix='mmposmlp-slurm-' if nodes == 1 else f'mmposmlp-slurm{nodes}n-', dir='/tmp')
     os.chmod(base, 0o755)
-    recipe = os.path.join(ROOT, 'tools', 'misc', 'slurm_cluster.sh')
+    recipe = os.path.join(ROOT, '.dev_scripts', 'slurm_cluster.sh')
     env = dict(os.environ, CTLD_PORT=str(_free_port()), SLURMD_PORT=str(_free_port()), FAKE_GPUS='0',
                PARTITION='debug')
     if nodes > 1:

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from mmposmlp.analysis import benchmark as B
-from mmposmlp.analysis import complexity as C
+from tools.analysis import params_flops as C
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, ROOT)

@@ -193,10 +193,80 @@ def payloads(marker):
     # structure bombs
     add('self-referencing list', b']q\x00h\x00a')
     add('nested 500 deep', b']' * 500 + b'a' * 499)
-    out.append(('legacy format os.system', pkl(call('os', 'system', S(cmd)))))  # pre-1.6 files: plain pickles
+    add('nested 100000 deep', b']' * 100000 + b'a' * 99999)
+    # what torch's own default allow-list admits and a data-only load must not
+    for module, name, args in [
+            ('torch', 'FloatTensor', (I(2 ** 30), )), ('torch._tensor', '_rebuild_from_type_v2', ()),
+            ('collections', 'Counter', ()), ('torch._utils', '_rebuild_tensor_v3', ()),
+            ('torch._utils', '_rebuild_sparse_tensor', ()), ('torch._utils', '_rebuild_wrapper_subclass', ()),
+            ('torch._utils', '_rebuild_meta_tensor_no_storage', ()), ('torch._utils', '_rebuild_nested_tensor', ()),
+            ('torch._utils', '_rebuild_device_tensor_from_cpu_tensor', ()), ('torch.serialization', '_get_layout',
+                                                                          (S('torch.strided'), )),
+            ('torch', 'UntypedStorage', (I(2 ** 30), )), ('torch', 'per_tensor_affine', ())]:
+        add(f'torch default {module}.{name}', call(module, name, *args))
+    add('NEWOBJ torch.Tensor (allocates)', G('torch', 'Tensor') + T(I(2 ** 30)) + b'\x81')
+    add('NEWOBJ Parameter', G('torch.nn.parameter', 'Parameter') + T() + b'\x81')
+    add('call torch.Size with a storage class', call('torch', 'Size', G('torch', 'FloatStorage')))
+    add('bare storage', storage_pid(), storages={'0': b'\0' * 4})
+    add('_codecs.encode with another codec', call('_codecs', 'encode', S('x'), S('rot13')))
+    add('numpy _reconstruct of a large array', call(NP, '_reconstruct', G('numpy', 'ndarray'), T(I(2 ** 40)),
+                                                    latin1(b'b')))
+    add('numpy object array without BUILD', call(NP, '_reconstruct', G('numpy', 'ndarray'), T(I(0)), latin1(b'O')))
+    add('HistoryBuffer without state', G('mmengine.logging.history_buffer', 'HistoryBuffer') + b')\x81')
+    add('HistoryBuffer with an object state', G('mmengine.logging.history_buffer', 'HistoryBuffer') + b')\x81'
+        + call('builtins', 'set') + b'b')
+    add('hooks filled after the tensor is built', call('collections', 'OrderedDict') + b'q\x05' +
+        call('torch._utils', '_rebuild_tensor_v2', storage_pid(), I(0), T(I(1)), T(I(1)), b'\x89', b'h\x05') +
+        b'\x86h\x05' + S('h') + G('torch', 'float32') + b's\x86', storages={'0': b'\0' * 4})
+    # archive layouts torch's reader and zipfile could read differently
+    add('second archive folder', b'N', extra={'other/data.pkl': pkl(call('os', 'system', S(cmd)))})
+    out.append(('archive record named twice', duplicate_record_zip(pkl(b'N'), pkl(call('os', 'system', S(cmd))))))
+    out.append(('central directory moved', moved_central_directory(torch_zip(pkl(b'N')))))
+    # pre-1.6 files: plain pickles (torch's legacy format), a tar archive, a legacy file with a zip appended
+    out.append(('legacy format os.system', pkl(call('os', 'system', S(cmd)))))
+    out.append(('legacy storage keys os.system', legacy_file(b'N', pkl(call('os', 'system', S(cmd))))))
+    out.append(('legacy file with a zip appended', pkl(call('os', 'system', S(cmd))) + torch_zip(pkl(b'N'))))
+    out.append(('tar archive', tar_file({'sys_info': pkl(b'}'), 'pickle': pkl(call('os', 'system', S(cmd)))})))
     out.append(('TorchScript archive', torch_zip(pkl(b'N'), extra={'archive/constants.pkl': pkl(b')')})))
     out.append(('compressed record', torch_zip(pkl(S('x' * 4096)), compress=zipfile.ZIP_DEFLATED)))
     return out
+
+
+LEGACY_MAGIC, LEGACY_PROTOCOL = 0x1950a86a20f9469cfc6c, 1001
+
+
+def legacy_file(data, keys=pkl(b']'), tail=b''):
+    """torch's pre-1.6 format: magic number, protocol, system info, the data, the storage keys, raw storages."""
+    return pkl(I(LEGACY_MAGIC)) + pkl(I(LEGACY_PROTOCOL)) + pkl(b'}') + pkl(data) + keys + tail
+
+
+def duplicate_record_zip(first, second):
+    import warnings
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buf, 'w') as z:
+        warnings.simplefilter('ignore')  # zipfile warns about the duplicate name
+        z.writestr('archive/data.pkl', first)
+        z.writestr('archive/data.pkl', second)
+        z.writestr('archive/version', '3\n')
+    return buf.getvalue()
+
+
+def moved_central_directory(archive):
+    """A copy of the central directory put after it: zipfile reads the copy and shifts every offset."""
+    start, = struct.unpack('<I', archive[-6:-2])
+    size, = struct.unpack('<I', archive[-10:-6])
+    return archive[:start + size] + archive[start:start + size] + archive[start + size:]
+
+
+def tar_file(members):
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode='w', format=tarfile.PAX_FORMAT) as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def bombs():
@@ -213,6 +283,10 @@ def bombs():
     add('BINBYTES8 claiming 2**40 bytes', b'\x8e' + struct.pack('<Q', 2 ** 40) + b'abc')
     add('LONG4 claiming 2**31 bytes', b'\x8b' + struct.pack('<i', 2 ** 31 - 1) + b'\xff')
     add('FRAME claiming 2**40 bytes', b'\x95' + struct.pack('<Q', 2 ** 40) + b'N')
+    out.append(('legacy storage of 2**40 floats', legacy_file(
+        call('torch._utils', '_rebuild_tensor_v2', T(S('storage'), G('torch', 'FloatStorage'), S('0'), S('cpu'),
+                                                     I(2 ** 40), b'N') + b'Q', I(0), T(I(1)), T(I(1)), b'\x89',
+             call('collections', 'OrderedDict')), pkl(b']' + S('0') + b'a'), struct.pack('<q', 2 ** 40) + b'\0' * 8)))
     return out
 
 
@@ -226,8 +300,8 @@ def globals_snapshot():
     from mmengine.logging.history_buffer import HistoryBuffer
     # modules: anything a payload could make us import (torch/numpy import some of their own lazily)
     modules = {m for m in sys.modules if not m.startswith(('torch', 'numpy', 'encodings'))}
-    return (list(torch.serialization.get_safe_globals()), dict(HistoryBuffer._statistics_methods),
-            modules, dict(__import__('copyreg')._extension_registry))
+    return (set(torch.serialization.get_safe_globals()), dict(HistoryBuffer._statistics_methods),
+            modules, dict(__import__('copyreg')._extension_registry), torch.get_default_dtype())
 
 
 _WARM = []
@@ -266,25 +340,38 @@ EXPECTED_ALLOWED = {
 }
 
 
+EXPECTED_CALLABLE = {
+    ('collections', 'OrderedDict'), ('torch._utils', '_rebuild_tensor_v2'), ('torch._utils', '_rebuild_parameter'),
+    ('torch._utils', '_rebuild_from_type_v2'), ('torch', 'Size'), ('torch', 'device'), ('_codecs', 'encode'),
+    ('builtins', 'set'), ('builtins', 'frozenset'), ('builtins', 'complex'), ('__builtin__', 'set'),
+    ('__builtin__', 'frozenset'), ('__builtin__', 'complex'), ('builtins', 'getattr'), ('__builtin__', 'getattr'),
+    ('numpy', 'dtype'), ('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
+    ('numpy.core.multiarray', 'scalar'), ('numpy._core.multiarray', 'scalar'),
+}
+
+
 def test_allowed_globals_are_pinned_and_map_to_our_checkers():
-    """The allowed set is exactly this list (+ torch dtypes), and no entry resolves to the named object."""
+    """The allowed set is exactly this list (+ torch dtypes); the names left to torch are in torch's own default
+    allow-list; mmengine's class and getattr resolve to objects of ours; only these may be called."""
     from mmposmlp.utils import safe_load
     allowed = dict(safe_load.ALLOWED_GLOBALS)
     dtypes = {k for k, v in allowed.items() if isinstance(v, torch.dtype)}
     assert all(k[0] == 'torch' and getattr(torch, k[1]) is allowed[k] for k in dtypes)
     assert set(allowed) - dtypes == EXPECTED_ALLOWED
-    callables = safe_load._make_callables(safe_load._Refuser('x'), 1)
-    stubs = (safe_load._HistoryBufferStub, safe_load._NamespaceStub)
-    for key, target in allowed.items():
-        if isinstance(target, str):
-            fn = callables[target]
-            assert fn.__module__ == 'mmposmlp.utils.safe_load', key
-        else:
-            assert isinstance(target, (torch.dtype, safe_load._Marker)) or target in stubs, key
-    # only our checking functions can be called, and none of them is a builtin or a library function
-    assert all(f.__module__ == 'mmposmlp.utils.safe_load' for f in callables.values())
-    names = {getattr(f, '__name__', '') for f in callables.values()}
+    assert safe_load.CALLABLE == EXPECTED_CALLABLE and safe_load.NEWOBJ == {
+        ('mmengine.logging.history_buffer', 'HistoryBuffer'), ('argparse', 'Namespace')}
+    ours = {k for k, v in allowed.items() if getattr(v, '__module__', None) == 'mmposmlp.utils.safe_load'}
+    assert {('mmengine.logging.history_buffer', 'HistoryBuffer'), ('argparse', 'Namespace'),
+            ('builtins', 'getattr'), ('__builtin__', 'getattr'), ('torch._utils', '_rebuild_from_type_v2')} == ours
+    # no entry resolves to a code-running builtin
+    names = {getattr(f, '__name__', '') for f in allowed.values()}
     assert not names & {'eval', 'exec', 'getattr', 'system', 'compile', '__import__', 'bytearray'}
+    # what we leave to torch is in its default allow-list: torch's public API lists a file's other globals
+    defaults = {k for k in safe_load.TORCH_DEFAULTS if k[0] != '__builtin__'}
+    names_pkl = b'(' + b''.join(G(*k) for k in sorted(defaults | set(allowed))) + b't'
+    unsafe = set(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(torch_zip(pkl(names_pkl)))))
+    assert not unsafe & {'.'.join(k) for k in defaults}
+    assert {'.'.join(k) for k in set(allowed) - defaults if k[0] != '__builtin__'} <= unsafe
 
 
 @pytest.mark.parametrize('index', range(len(payloads('M'))), ids=[n for n, _ in payloads('M')])
@@ -395,23 +482,89 @@ def test_stock_mmengine_checkpoint_loads_as_plain_data(tmp_path):
     assert torch.equal(legacy['message_hub']['log_scalars']['train/loss']['log_history'], loss['log_history'])
 
 
+def forged_statistics_pkl():
+    """``{'hub': HistoryBuffer}`` whose statistics map 'mean' to ``HistoryBuffer.max``."""
+    return (b'\x80\x02}' + S('hub') + G('mmengine.logging.history_buffer', 'HistoryBuffer') + b')\x81}'
+            + S('max_length') + I(10) + b's' + S('_log_history') + np_array('f8', (2, ), latin1(
+                np.array([1.0, 3.0]).tobytes())) + b's' + S('_count_history') +
+            np_array('i8', (2, ), latin1(np.array([1, 1]).tobytes())) + b's' + S('statistics_methods') + b'}' +
+            S('mean') + call('builtins', 'getattr', G('mmengine.logging.history_buffer', 'HistoryBuffer'),
+                             S('max')) + b'ssbs.')
+
+
 def test_history_buffer_statistics_cannot_be_rewritten_by_a_file(tmp_path):
     """A file whose HistoryBuffer maps 'mean' to max loads as data; the class keeps its methods."""
     from mmengine.logging.history_buffer import HistoryBuffer
 
     from mmposmlp.utils.safe_load import load_checkpoint
     before = dict(HistoryBuffer._statistics_methods)
-    forged_pkl = (b'\x80\x02}' + S('hub') + G('mmengine.logging.history_buffer', 'HistoryBuffer') + b')\x81}'
-                  + S('max_length') + I(10) + b's' + S('_log_history') + np_array('f8', (2, ), latin1(
-                      np.array([1.0, 3.0]).tobytes())) + b's' + S('_count_history') +
-                  np_array('i8', (2, ), latin1(np.array([1, 1]).tobytes())) + b's' + S('statistics_methods') + b'}' +
-                  S('mean') + call('builtins', 'getattr', G('mmengine.logging.history_buffer', 'HistoryBuffer'),
-                                   S('max')) + b'ssbs.')
-    (tmp_path / 'forged.pth').write_bytes(torch_zip(forged_pkl))
+    (tmp_path / 'forged.pth').write_bytes(torch_zip(forged_statistics_pkl()))
     out = load_checkpoint(str(tmp_path / 'forged.pth'))
     assert HistoryBuffer._statistics_methods == before
     assert HistoryBuffer([1.0, 3.0], [1, 1]).mean() == 2.0
     assert out['hub']['log_history'].tolist() == [1.0, 3.0] and out['hub']['max_length'] == 10
+
+
+def test_callers_allow_list_neither_changes_nor_reaches_our_load(tmp_path):
+    """A caller that allow-listed mmengine's HistoryBuffer (whose __setstate__ writes its class state), numpy
+    and a function under one of our names for its own torch.load: our loads still get our placeholders and
+    checks, and afterwards (loaded or refused) the caller's list is exactly what it was, shared entries included
+    (torch.serialization.safe_globals removes on exit what it added, even what the caller had)."""
+    import warnings
+
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    from mmposmlp.utils.safe_load import load_checkpoint
+    core = getattr(np, '_core', None) or np.core
+    marker = str(tmp_path / 'MARKER')
+    user = [HistoryBuffer, np.ndarray, np.dtype, core.multiarray._reconstruct, core.multiarray.scalar,
+            type(np.dtype('O')), (print, 'builtins.frozenset')]
+    torch.serialization.add_safe_globals(user)
+    try:
+        before, methods, filters = globals_snapshot(), dict(HistoryBuffer._statistics_methods), list(warnings.filters)
+        (tmp_path / 'forged.pth').write_bytes(torch_zip(forged_statistics_pkl()))
+        out = load_checkpoint(str(tmp_path / 'forged.pth'))
+        assert out['hub']['max_length'] == 10 and HistoryBuffer._statistics_methods == methods
+        torch.save({'s': frozenset([1, 2]), 'a': np.arange(3)}, tmp_path / 'plain.pth')
+        out = load_checkpoint(str(tmp_path / 'plain.pth'))
+        assert out['s'] == frozenset([1, 2]) and torch.equal(out['a'], torch.arange(3))
+        assert globals_snapshot() == before
+        for name, data in payloads(marker):
+            if 'numpy' in name:  # object arrays are refused although the caller allowed numpy
+                assert_refused(load_checkpoint, write(tmp_path, name, data), marker)
+        assert set(torch.serialization.get_safe_globals()) == set(user) and list(warnings.filters) == filters
+    finally:
+        torch.serialization.clear_safe_globals()
+
+
+def test_loads_in_threads_each_see_our_allow_list_and_leave_the_callers(tmp_path):
+    """torch's allow-list is one process-wide set: concurrent loads of ours take turns with it."""
+    import threading
+
+    from mmposmlp.utils.safe_load import load_checkpoint
+    torch.save(mmengine_style_checkpoint(), tmp_path / 'stock.pth')
+    torch.serialization.add_safe_globals([np.ndarray])
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the loads
+    try:
+        before, errors = globals_snapshot(), []
+
+        def load_many():
+            try:
+                for _ in range(25):
+                    assert load_checkpoint(str(tmp_path / 'stock.pth'))['meta']['seed'] == 7
+            except Exception as e:  # noqa: B902  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=load_many) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and globals_snapshot() == before
+    finally:
+        sys.setswitchinterval(interval)
+        torch.serialization.clear_safe_globals()
 
 
 def test_training_format_loads_with_plain_weights_only_and_restores_exactly():
@@ -530,7 +683,8 @@ def evil_file(tmp_path):
 
 def test_init_cfg_pretrained_refuses_crafted_files(tmp_path):
     """Our backbones' init_cfg (load_pretrained) and mmengine's PretrainedInit (through CheckpointLoader)."""
-    import mmposmlp  # noqa: F401  (registers the data-only loader with mmengine)
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmengine.model import BaseModule
 
     from mmposmlp.models.backbones.wave_mlp import WaveMLP
@@ -727,7 +881,8 @@ def _check_api(build, model_of, tmp_path, tag):
 
 
 def test_mmpretrain_get_model_and_inferencer_load_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmpretrain import get_model
     from mmpretrain.apis import ImageClassificationInferencer
     cfg = write_cfg(tmp_path / 'cls.py', RESNET18_CLS, toy_data, classes=4)
@@ -737,7 +892,8 @@ def test_mmpretrain_get_model_and_inferencer_load_our_checkpoints(toy_data, tmp_
 
 
 def test_mmdet_inferencer_loads_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmdet.apis import DetInferencer
 
     from toolcfg import RETINANET
@@ -747,7 +903,8 @@ def test_mmdet_inferencer_loads_our_checkpoints(toy_data, tmp_path):
 
 
 def test_mmseg_inferencer_loads_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmseg.apis import MMSegInferencer
 
     from toolcfg import SEM_FPN
@@ -757,7 +914,8 @@ def test_mmseg_inferencer_loads_our_checkpoints(toy_data, tmp_path):
 
 
 def test_mmaction_init_recognizer_loads_our_checkpoints(toy_data, tmp_path):
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmaction.apis import init_recognizer
 
     from toolcfg import TSN
@@ -777,7 +935,7 @@ def test_upstream_tools_test_py_loads_our_checkpoints(library, toy_data, tmp_pat
     if not osp.isfile(tool):
         pytest.skip(f'{library} has no .mim/tools/test.py')
     template = RETINANET if library == 'mmdet' else SEM_FPN
-    extra = "custom_imports = dict(imports=['mmposmlp'], allow_failed_imports=False)\n"
+    extra = "custom_imports = dict(imports=['mmposmlp'], allow_failed_imports=False)\nrunner_type = 'mmposmlp.Runner'\n"
     if library == 'mmseg':
         extra += ("test_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,\n"
                   "    dataset=dict(indices=2, data_root=data_root, pipeline=[dict(type='LoadImageFromFile'),\n"
@@ -786,7 +944,8 @@ def test_upstream_tools_test_py_loads_our_checkpoints(library, toy_data, tmp_pat
     cfg = write_cfg(tmp_path / f'{library}.py', template, toy_data, extra=extra)
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     c = Config.fromfile(cfg)
     init_default_scope(c.default_scope)
     importlib.import_module(f'{library}.utils').register_all_modules(init_default_scope=False)
@@ -828,7 +987,8 @@ def test_inferencer_given_only_weights_never_executes_the_stored_config(tmp_path
     """Stock ``BaseInferencer`` with ``model=None`` runs the config text a checkpoint stores
     (``message_hub.runtime_info.cfg`` / ``meta.cfg``); through our CheckpointLoader schemes that text is
     dropped, so the Inferencer stops asking for a config and the file's code never runs."""
-    import mmposmlp  # noqa: F401
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()  # the data-only loader, explicitly
     from mmdet.apis import DetInferencer
     from mmengine.runner.checkpoint import _load_checkpoint
     marker = tmp_path / 'pwned'

@@ -169,7 +169,7 @@ def _whole_model_gflops(name):
     import torch
     from fvcore.nn import FlopCountAnalysis
 
-    from mmposmlp.analysis.complexity import EXTRA_HANDLES
+    from tools.analysis.params_flops import EXTRA_HANDLES
     model, scope = build_model_from_cfg(_cfg(name))
     model.eval()
     h, w = (800, 1280) if scope == 'mmdet' else (512, 2048)

@@ -4,7 +4,7 @@ import os.path as osp
 
 import pytest
 
-from mmposmlp.analysis import complexity as C
+from tools.analysis import params_flops as C
 from toolcfg import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

@@ -276,21 +276,21 @@ def test_written_configs_read_the_data_with_the_libraries_datasets(data, tmp_pat
             assert osp.basename(osp.dirname(info['img_path'])) == names[info['gt_label']]
 
 
-# ------------------------------------------------------------------ the README's worked examples, end to end
-README = repo_path('README.md')
+# ------------------------------------------------------------------ the worked examples of docs/own_data.md, end to end
+GUIDE = repo_path('docs', 'own_data.md')
 EXAMPLES = ('detection', 'segmentation', 'video', 'classification')
 METRICS = {'detection': ('coco/bbox_mAP:', 'coco/segm_mAP:'), 'segmentation': ('mIoU:', ),
            'video': ('acc/top1:', ), 'classification': ('accuracy/top1:', )}
 
 
 def readme_example(task):
-    """The commands of the README's worked example for ``task``: the ```bash block after the line
+    """The commands of docs/own_data.md's worked example for ``task``: the ```bash block after the line
     ``<!-- worked example: task -->``, continuation lines joined, comments dropped, as argument lists."""
     import re
     import shlex
-    text = open(README).read()
+    text = open(GUIDE).read()
     m = re.search(r'<!-- worked example: ' + task + r' -->\s*```bash\n(.*?)```', text, re.S)
-    assert m, f'README.md has no worked example block for {task}'
+    assert m, f'docs/own_data.md has no worked example block for {task}'
     commands = []
     for line in m.group(1).replace('\\\n', ' ').splitlines():
         args = shlex.split(line, comments=True)
@@ -300,7 +300,7 @@ def readme_example(task):
 
 
 def example_workspace(tmp_path):
-    """A folder laid out like the repository root for the README's relative paths: tools/ and the configs'
+    """A folder laid out like the repository root for the guide's relative paths: tools/ and the configs'
     family folders link to the repository; data/, configs/custom/ and work_dirs/ are written there."""
     os.symlink(repo_path('tools'), tmp_path / 'tools')
     os.makedirs(tmp_path / 'configs' / 'custom')
@@ -311,7 +311,7 @@ def example_workspace(tmp_path):
 
 
 def test_readme_worked_examples_are_consistent():
-    """Every README example is generator -> make_custom_config -> train -> test: the train command reads the
+    """Every worked example is generator -> make_custom_config -> train -> test: the train command reads the
     config the tool writes, the test command that config (or the one the run saves) and the checkpoint the
     train schedule ends with (base config + the train command's --cfg-options). The slow tests below run them."""
     import argparse
@@ -346,7 +346,7 @@ def _run(args, cwd):
 
 
 def run_readme_example(task, tmp_path):
-    """The README's commands as written, in a workspace laid out like the repository; the test command's
+    """The guide's commands as written, in a workspace laid out like the repository; the test command's
     output."""
     example_workspace(tmp_path)
     res = None

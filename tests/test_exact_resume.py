@@ -132,13 +132,11 @@ def test_kill_in_the_middle_of_a_checkpoint_write_keeps_the_previous_one(tmp_pat
 import os, signal, sys
 sys.path.insert(0, {ROOT!r})
 import torch
-import mmengine.runner.runner as runner_mod
 from mmengine.fileio.backends.local_backend import LocalBackend
-from mmposmlp.engine.checkpoint import patch_atomic_checkpoints
-patch_atomic_checkpoints()
+from mmposmlp.engine.checkpoint import save_checkpoint_atomically
 
 work = sys.argv[1]
-runner_mod.save_checkpoint({{'state_dict': {{'w': torch.ones(1000)}}}}, os.path.join(work, 'iter_2.pth'))
+save_checkpoint_atomically({{'state_dict': {{'w': torch.ones(1000)}}}}, os.path.join(work, 'iter_2.pth'))
 with open(os.path.join(work, 'last_checkpoint'), 'w') as f:
     f.write(os.path.join(work, 'iter_2.pth'))
 
@@ -152,7 +150,7 @@ def put(self, obj, filepath):  # the machine dies with half of the file's bytes 
 
 
 LocalBackend.put = put
-runner_mod.save_checkpoint({{'state_dict': {{'w': torch.zeros(10 ** 6)}}}}, os.path.join(work, 'iter_4.pth'))
+save_checkpoint_atomically({{'state_dict': {{'w': torch.zeros(10 ** 6)}}}}, os.path.join(work, 'iter_4.pth'))
 ''')
     work = tmp_path / 'work'
     work.mkdir()
@@ -196,7 +194,7 @@ def test_world_size_change_is_refused_in_one_sentence():
     from mmposmlp.engine.resume_state import ExactResumeHook, ResumeStateError
     hook = ExactResumeHook()
     warnings = []
-    runner = SimpleNamespace(_resume=True, cfg={}, logger=SimpleNamespace(warning=warnings.append))
+    runner = SimpleNamespace(resuming_from='iter_4.pth', cfg={}, logger=SimpleNamespace(warning=warnings.append))
     ckpt = {'resume_state': dict(world_size=2, iter=4, epoch=0, at_epoch_end=False, rng=[{}, {}])}
     with pytest.raises(ResumeStateError) as e:
         hook.after_load_checkpoint(runner, ckpt)

@@ -123,12 +123,8 @@ class _Unpicklable:
 
 
 def test_checkpoint_never_half_written_and_last_complete_is_found(tmp_path):
-    import mmengine.runner.runner as runner_mod
-
-    from mmposmlp.engine.checkpoint import (find_last_complete_checkpoint, is_complete_checkpoint,
-                                            patch_atomic_checkpoints)
-    patch_atomic_checkpoints()
-    save = runner_mod.save_checkpoint
+    from mmposmlp.engine.checkpoint import find_last_complete_checkpoint, is_complete_checkpoint
+    from mmposmlp.engine.checkpoint import save_checkpoint_atomically as save
     good = tmp_path / 'iter_2.pth'
     save({'state_dict': {'w': torch.ones(1000)}}, str(good))
     (tmp_path / 'last_checkpoint').write_text(str(good))

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mmposmlp.analysis import complexity as C
+from tools.analysis import params_flops as C
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 pytest.importorskip('fvcore')

@@ -103,7 +103,7 @@ def test_gates_differ_and_groups_apply():
 def test_table3_rows_params_and_flops_vs_paper(config, paper_params, paper_gflops):
     """Whole classifier built from the config: params within 1% and FLOPs (fvcore, 1 MAC = 1 FLOP, 224x224)
     within 5% of PosMLP Table 3, with no matrix product left uncounted."""
-    from mmposmlp.analysis.complexity import count_flops, count_params
+    from tools.analysis.params_flops import count_flops, count_params
     from mmposmlp.testing import build_model_from_cfg
     model, scope = build_model_from_cfg(os.path.join(TABLES, config))
     params = count_params(model) / 1e6
@@ -193,7 +193,7 @@ def test_sgu_token_fc_does_not_load_at_another_input_size():
 def test_non_locality_eq16_per_layer():
     """PosMLP Eq. (16) (Fig. 8): g = mean over groups of sqrt(det Sigma~); Sigma~ = Gamma Gamma^T, so scaling
     Gamma by k gives k^2; a singular group is left out; layers come in module order."""
-    from mmposmlp.analysis.non_locality import non_locality
+    from tools.analysis.non_locality import non_locality
     model = GMLP(arch=SMALL, gate_type='ggqpe', groups=4)  # spreads Gamma = I before init_weights
     with torch.no_grad():
         model.layers[1].gate.mixing.spreads.mul_(2.)

@@ -9,7 +9,7 @@ A rank stopped on node 1 under its own host name (a UTS namespace, so another ma
 ends both nodes' jobs soon after MMPOSMLP_STALL_TIMEOUT: node 1's launcher kills it on request
 (:class:`mmposmlp.utils.dist.NodeGuard`).
 
-The same through Slurm (``slow``, ~4 min): tools/misc/slurm_cluster.sh with NODES=2 runs one slurmd per
+The same through Slurm (``slow``, ~4 min): .dev_scripts/slurm_cluster.sh with NODES=2 runs one slurmd per
 namespace, tools/slurm_train.sh runs 2 nodes x 1 task of the stochastic PosMLP-T toy; rank 1 is SIGKILLed
 mid-run and --resume ends bit-identical to the uninterrupted 2-node run."""
 import os
@@ -166,7 +166,7 @@ class WhereHook(Hook):
 
 @pytest.fixture(scope='module')
 def slurm_two_nodes():
-    """A throw-away 2-node Slurm cluster (tools/misc/slurm_cluster.sh with NODES=2): slurmctld here, one slurmd
+    """A throw-away 2-node Slurm cluster (.dev_scripts/slurm_cluster.sh with NODES=2): slurmctld here, one slurmd
     per network namespace. Yields the env a job needs; everything is removed afterwards."""
     from slurm_harness import throwaway_slurm_cluster
     with throwaway_slurm_cluster(nodes=2) as (base, stdout):

@@ -1,4 +1,4 @@
-"""The curated mutants of ``make test-mutation`` follow the code (tools/misc/mutants.py)."""
+"""The curated mutants of ``make test-mutation`` follow the code (.dev_scripts/mutants.py)."""
 import os.path as osp
 
 import pytest
@@ -9,7 +9,7 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 def _runner():
-    return load_tool('tools', 'misc', 'mutation_test.py')
+    return load_tool('.dev_scripts', 'mutation_test.py')
 
 
 RUNNER = _runner()

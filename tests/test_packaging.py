@@ -12,9 +12,11 @@ import textwrap
 import pytest
 import yaml
 
-from mmposmlp.analysis.metafile import derived_metadata
-from mmposmlp.analysis.metafile import zoo_rows as _zoo_rows
 from toolcfg import load_tool
+
+METAFILE_RULES = load_tool('.dev_scripts', 'metafile_rules.py')
+derived_metadata = METAFILE_RULES.derived_metadata
+_zoo_rows = METAFILE_RULES.zoo_rows
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 ZOO = osp.join(ROOT, 'docs', 'model_zoo.md')
@@ -226,7 +228,7 @@ ZOO_SAMPLE = ('configs/cpvt/paper_tables/cpvt-ti-posnone_8xb128_in1k.py',
 def _zoo_disagreements(configs, flops=()):
     from mmengine.config import Config
 
-    from mmposmlp.analysis import complexity as C
+    from tools.analysis import params_flops as C
     from mmposmlp.testing import build_model_from_cfg
     zoo, problems = zoo_rows(), []
     for rel in configs:

@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _tool():
-    return load_tool('tools', 'misc', 'paper_rows.py')
+    return load_tool('.dev_scripts', 'paper_rows.py')
 
 
 def test_every_table_row_of_every_paper_has_its_config():
@@ -20,7 +20,7 @@ def test_every_table_row_of_every_paper_has_its_config():
 def test_docs_paper_rows_is_generated_from_the_inventories():
     tool = _tool()
     with open(os.path.join(ROOT, 'docs', 'paper_rows.md')) as f:
-        assert f.read() == tool.render(), 'docs/paper_rows.md is stale: run python tools/misc/paper_rows.py'
+        assert f.read() == tool.render(), 'docs/paper_rows.md is stale: run python .dev_scripts/paper_rows.py'
 
 
 def _write(path, text):

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
-from mmposmlp.analysis.complexity import count_flops, count_params
+from tools.analysis.params_flops import count_flops, count_params
 from mmposmlp.testing import build_model_from_cfg
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

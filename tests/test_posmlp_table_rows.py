@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmposmlp.analysis.complexity import count_flops, count_params
+from tools.analysis.params_flops import count_flops, count_params
 from mmposmlp.models.backbones.posmlp import LinearPatchEmbed, LinearPatchMerging, PosMLP
 from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours
 from mmposmlp.models.layers.gating import PositionalGatingUnit

@@ -216,3 +216,28 @@ def test_local_rank_spellings_and_amp_on_cpu(toy_data, tmp_path, monkeypatch):
     cfg = write_cfg(tmp_path / 'cls.py', RESNET18_CLS, toy_data)
     with pytest.raises(UserError, match='--amp needs a GPU'):
         train.main([cfg, '--amp', '--work-dir', str(tmp_path / 'w')])
+
+
+SMALL_POSMLP = ("arch=dict(embed_dims=[16, 32, 64, 128], depths=[1, 1, 1, 1], groups=[2, 4, 8, 16], "
+                "mlp_ratios=[2, 2, 2, 2], window_sizes=[7, 7, 7, 7]), out_indices=(0, 1, 2, 3), init_cfg=None")
+
+
+def test_unprefixed_type_of_ours_is_answered_with_the_prefixed_name(toy_data, tmp_path, capsys):
+    cfg = write_cfg(tmp_path / 'unprefixed.py', RESNET18_CLS, toy_data,
+                    extra=f"model = dict(backbone=dict(_delete_=True, type='PosMLP', {SMALL_POSMLP}))\n")
+    _short_error(_train_in_process([cfg, '--work-dir', str(tmp_path / 'w')], capsys),
+                 "unknown type 'PosMLP'", 'did you mean `mmposmlp.PosMLP`', "write type='mmposmlp.PosMLP'")
+
+
+def test_model_level_pretrained_left_in_an_upstream_config_is_named_with_its_fix(toy_data, tmp_path, capsys):
+    """mmseg's configs set model.pretrained='open-mmlab://resnet50_v1c' for their ResNet; after swapping in our
+    backbone it is refused as what it is (not as a missing file), with the fix."""
+    cfg = write_cfg(tmp_path / 'seg.py', SEM_FPN, toy_data, extra=f"""
+        model['pretrained'] = 'open-mmlab://resnet50_v1c'
+        model['backbone'] = dict(_delete_=True, type='mmposmlp.PosMLP', {SMALL_POSMLP})
+        model['neck'] = dict(in_channels=[16, 32, 64, 128])
+        """)
+    line = _short_error(_train_in_process([cfg, '--work-dir', str(tmp_path / 'w')], capsys),
+                        "model.pretrained='open-mmlab://resnet50_v1c' is left from the upstream config",
+                        '--cfg-options model.pretrained=None', 'mmposmlp.PosMLP')
+    assert 'does not exist' not in line

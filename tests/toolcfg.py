@@ -119,7 +119,7 @@ def repo_path(*p):
 
 
 def load_tool(*rel):
-    """A script under ``tools/`` (not a package) imported by its path, freshly: ``load_tool('tools',
+    """A script under ``tools/`` or ``.dev_scripts/`` (not a package) imported by its path, freshly: ``load_tool('tools',
     'model_converters', 'lvt2mmposmlp.py')``; the module is named after the file."""
     import importlib.util
     path = repo_path(*rel)

@@ -89,8 +89,8 @@ def add_dump_metric(cfg, out, scope):
 
 def main(argv=None):
     args = parse_args(argv)
-    from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, build_runner, check_datasets,
-                                       load_config, prepare_launch, trusted_checkpoint_context)
+    from mmposmlp.engine.entry import (UserError, build_runner, load_config, prepare_launch,
+                                       trusted_checkpoint_context)
     if not osp.isfile(args.config):
         raise UserError(f'config file {args.config} does not exist.')
     if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
@@ -110,10 +110,8 @@ def main(argv=None):
         add_dump_metric(cfg, args.out, scope)
 
     prepare_launch(cfg, args.launcher)
-    check_datasets(cfg, ['test_dataloader'], scope)
-    activate_mmposmlp_runtime(cfg)
     with trusted_checkpoint_context(args.trust_checkpoint, [args.checkpoint]):
-        runner = build_runner(cfg)
+        runner = build_runner(cfg, 'test')  # mmposmlp.Runner: pre-flight checks, data-only checkpoint loading
         runner.test()
 
 

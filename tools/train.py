@@ -51,9 +51,8 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
-    from mmposmlp.engine.entry import (UserError, activate_mmposmlp_runtime, apply_total_batch_size,
-                                       build_runner, check_datasets, check_pretrained, load_config,
-                                       prepare_launch, pretrained_checkpoints, trusted_checkpoint_context)
+    from mmposmlp.engine.entry import (UserError, apply_total_batch_size, build_runner, load_config, prepare_launch,
+                                       pretrained_checkpoints, trusted_checkpoint_context)
     if not osp.isfile(args.config):
         raise UserError(f'config file {args.config} does not exist.')
     try:
@@ -62,7 +61,7 @@ def main(argv=None):
     except ImportError:
         pass
 
-    cfg, scope = load_config(args.config, args.cfg_options, args.work_dir)
+    cfg, _ = load_config(args.config, args.cfg_options, args.work_dir)
 
     if args.amp:
         from mmposmlp.utils.dist import cuda_available
@@ -104,13 +103,8 @@ def main(argv=None):
     prepare_launch(cfg, args.launcher)
     if args.total_batch_size is not None:
         apply_total_batch_size(cfg, args.total_batch_size, args.launcher)
-    loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
-    check_datasets(cfg, loaders, scope)
-    check_pretrained(cfg)
-    activate_mmposmlp_runtime(cfg)
-
     with trusted_checkpoint_context(args.trust_checkpoint, [cfg.get('load_from')] + pretrained_checkpoints(cfg)):
-        runner = build_runner(cfg)
+        runner = build_runner(cfg, 'train')  # mmposmlp.Runner: pre-flight checks, exact resume, atomic checkpoints
         runner.train()
 
 

@@ -4,7 +4,7 @@
 # Recipe = DeiT (Table 10): 300 epochs, batch 1024, lr 5e-4 x 1024/512, cosine, wd 0.05, 5 warm-up
 # epochs, label smoothing 0.1, stochastic depth 0.1, RandAugment 9/0.5, Mixup 0.8, CutMix 1.0,
 # random erasing 0.25, repeated augmentation; data pipeline from mmpretrain's DeiT config.
-_base_ = 'mmpretrain::deit/deit-tiny_4xb256_in1k.py'
+_base_ = ['mmpretrain::deit/deit-tiny_4xb256_in1k.py', '../_base_/runner.py']
 
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

@@ -3,7 +3,8 @@
 # 80k iterations, batch 16; FPN 256 channels, 4 outputs.
 _base_ = [
     'mmseg::_base_/models/fpn_r50.py', 'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_80k.py'
+    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_80k.py',
+    '../_base_/runner.py',
 ]
 crop_size = (512, 512)
 data_preprocessor = dict(size=crop_size)

@@ -2,7 +2,7 @@
 # Recipe: DeiT/Twins (AdamW lr 5e-4 x 1024/512, wd 0.05, 300 epochs, cosine, 5 warmup epochs,
 # RandAugment, Mixup 0.8 / CutMix 1.0, label smoothing 0.1, random erasing 0.25, grad clip 5),
 # inherited from mmpretrain's Twins-PCPVT config; only the backbone is swapped.
-_base_ = 'mmpretrain::twins/twins-pcpvt-small_8xb128_in1k.py'
+_base_ = ['mmpretrain::twins/twins-pcpvt-small_8xb128_in1k.py', '../_base_/runner.py']
 
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

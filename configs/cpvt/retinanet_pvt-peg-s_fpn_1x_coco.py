@@ -1,7 +1,7 @@
 # RetinaNet + PVT-small+PEG (GAP-pretrained), COCO 1x (CPVT Table 13, "RetinaNet on COCO").
 # Same recipe as mmdet's RetinaNet PVT-S (the PVT setting): AdamW lr 1e-4, wd 1e-4, 12 epochs,
 # step at 8 and 11, 500-iter linear warm-up, 1333x800, batch 8 GPUs x 2.
-_base_ = 'mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py'
+_base_ = ['mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py', '../_base_/runner.py']
 
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

@@ -14,7 +14,7 @@
 # DeiT keeps an EMA of the weights (decay 0.99996) but evaluates and reports the raw model, so there is
 # no EMAHook here (it would evaluate the EMA weights instead).
 # deit-s-imlp_4xb256_in1k.py and deit-b-imlp_16xb64_in1k.py inherit this model and recipe.
-_base_ = 'mmpretrain::deit/deit-tiny_4xb256_in1k.py'
+_base_ = ['mmpretrain::deit/deit-tiny_4xb256_in1k.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(

@@ -11,7 +11,7 @@
 #   model.backbone.convert_weights=False,
 #   model.backbone.init_cfg=dict(type='Pretrained', checkpoint='<that .pth>')
 # (mmpretrain and mmdet Swin share the key layout; the 'backbone.' prefix is stripped).
-_base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'
+_base_ = ['mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(

@@ -6,7 +6,7 @@
 # (mmdet's SwinTransformer with every block's FFN an IMLP, r = 2, n = 3).
 #
 # Pretrained weights: as in mask-rcnn_swin-t-imlp_fpn_1x_coco.py (see its header).
-_base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py'
+_base_ = ['mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(

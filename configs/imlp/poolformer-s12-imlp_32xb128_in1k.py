@@ -16,7 +16,7 @@
 # (mmpretrain's PoolFormer freezes the patch embedding: frozen_stages=0).
 # Kept deviation: the official --train-interpolation random (a random PIL filter per image) is bicubic here.
 # The other sizes inherit this model and recipe (poolformer-m48 through poolformer-m36).
-_base_ = 'mmpretrain::poolformer/poolformer-s12_32xb128_in1k.py'
+_base_ = ['mmpretrain::poolformer/poolformer-s12_32xb128_in1k.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(

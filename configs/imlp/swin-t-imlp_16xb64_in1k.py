@@ -14,7 +14,7 @@
 # Weight decay as the official set_weight_decay (no decay for 1-D parameters, biases and the
 # relative position tables) is what mmpretrain's paramwise_cfg gives: unchanged.
 # swin-s-imlp_16xb64_in1k.py and swin-b-imlp_16xb64_in1k.py inherit this model and recipe.
-_base_ = 'mmpretrain::swin_transformer/swin-tiny_16xb64_in1k.py'
+_base_ = ['mmpretrain::swin_transformer/swin-tiny_16xb64_in1k.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(

@@ -7,7 +7,7 @@
 # but the FFNs loads (IMLP weights reported as newly initialised). To start from an ImageNet
 # Swin-T + IMLP as the paper does, train configs/imlp/swin-t-imlp_16xb64_in1k.py and set
 #   model.backbone.init_cfg=dict(type='Pretrained', checkpoint='<that .pth>')
-_base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
+_base_ = ['mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(

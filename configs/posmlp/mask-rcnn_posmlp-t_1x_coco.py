@@ -5,7 +5,7 @@
 # biases, LRPE tables) get no weight decay, as Swin's detection recipe does for its
 # position tables. The backbone starts from the converted ImageNet checkpoint:
 #   python tools/model_converters/posmlp2mmposmlp.py PosMLP_T.pth checkpoints/posmlp-t_in1k_mmposmlp.pth
-_base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
+_base_ = ['mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'

@@ -4,7 +4,7 @@
 # Deviation from the reference recipe (deliberate): norms and the gating units' positional parameters
 # ('.gate.': GQPE centres/spreads, token biases, LRPE tables) get no weight decay, as Swin's recipes
 # exempt their position tables.
-_base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py'
+_base_ = ['mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'

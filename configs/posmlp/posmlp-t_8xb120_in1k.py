@@ -7,6 +7,7 @@
 _base_ = [
     'mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
     'mmpretrain::_base_/default_runtime.py',
+    '../_base_/runner.py',
 ]
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

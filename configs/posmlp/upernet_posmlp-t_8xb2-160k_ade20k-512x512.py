@@ -3,7 +3,7 @@
 # Deviation from the reference recipe (deliberate): norms and the gating units' positional parameters
 # ('.gate.': GQPE centres/spreads, token biases, LRPE tables) get no weight decay, as Swin's recipes
 # exempt their position tables.
-_base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
+_base_ = ['mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'

@@ -9,7 +9,7 @@
 # No flip (official SSv1 recipe; left/right labels).
 # Initialised from the image-pretrained (IN-1K) model, inflated on the fly (inflate=True: the PoTGU
 # tables are newly initialised, as the paper does); see README.md for producing that checkpoint.
-_base_ = ['mmaction::_base_/default_runtime.py']
+_base_ = ['mmaction::_base_/default_runtime.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models', 'mmposmlp.datasets'], allow_failed_imports=False)
 
 num_classes = 174

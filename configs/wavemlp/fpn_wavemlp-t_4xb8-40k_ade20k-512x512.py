@@ -8,7 +8,8 @@
 # The other sizes and the depthwise (-dw) variants inherit this segmentor and recipe.
 _base_ = [
     'mmseg::_base_/models/fpn_r50.py', 'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_40k.py'
+    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_40k.py',
+    '../_base_/runner.py',
 ]
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 

@@ -1,16 +1,19 @@
-"""Checkpoints that are never half-written, and picking the last complete one (issue 8, item 3).
+"""Checkpoints that are never half-written, and picking the last complete one.
 
-* :func:`patch_atomic_checkpoints` makes ``Runner.save_checkpoint`` write ``<name>.tmp`` and then
-  ``os.replace`` it (atomic on POSIX), and :class:`AtomicCheckpointHook` writes ``last_checkpoint`` the
-  same way. A run killed at any moment leaves either the old or the new file, never a truncated one.
+* :func:`atomic_file` writes ``<name>.tmp`` and then ``os.replace`` s it (atomic on POSIX):
+  ``mmposmlp.Runner.save_checkpoint`` saves through it, and :class:`AtomicCheckpointHook` writes
+  ``last_checkpoint`` the same way. A run killed at any moment leaves either the old or the new file, never a
+  truncated one.
 * Checkpoints are written as plain data (:func:`mmposmlp.utils.safe_load.to_plain_checkpoint`): they load
   with ``torch.load(f, weights_only=True)`` and no allow-list.
 * :func:`find_last_complete_checkpoint` is what ``--resume`` (no path) uses: ``last_checkpoint`` if it
   names a readable file inside the work dir, else the newest ``*.pth`` in the work dir that is a complete
   torch zip archive. Nothing outside the work dir is picked; a pointer leading outside is refused.
-* :func:`patch_resume_check` makes ``Runner.resume`` read the checkpoint as data only (its config text is
-  never executed) and refuse, with one sentence, a checkpoint written for another model.
+* :func:`prepare_resume_checkpoint`, :func:`check_resume_compatible` and :func:`config_gpu_ids` are what
+  ``mmposmlp.Runner.resume`` does with the loaded checkpoint: its config text is read as data only (never
+  executed), and a checkpoint of another model or GPU count is refused in one sentence.
 """
+import contextlib
 import glob
 import os
 import os.path as osp
@@ -39,40 +42,52 @@ def atomic_write_text(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _atomic_save_checkpoint(original):
+@contextlib.contextmanager
+def atomic_file(path: str):
+    """Yield ``<path>.tmp`` for the caller to write, then flush it to disk and rename it to ``path`` (atomic on
+    POSIX); if writing fails, ``path`` is untouched and the partial temporary file is removed."""
+    tmp = f'{path}.tmp'
+    try:
+        yield tmp
+    except BaseException:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        raise
+    with open(tmp, 'rb') as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
-    def save_checkpoint(checkpoint, filename, *args, **kwargs):
-        from mmposmlp.utils.safe_load import to_plain_checkpoint
-        checkpoint = to_plain_checkpoint(checkpoint)
-        if '://' in str(filename):  # remote backends (s3, pavi...) have their own semantics
-            return original(checkpoint, filename, *args, **kwargs)
-        tmp = f'{filename}.tmp'
-        original(checkpoint, tmp, *args, **kwargs)
-        with open(tmp, 'rb') as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, filename)
 
-    save_checkpoint._mmposmlp_original = original
-    return save_checkpoint
+def make_plain(checkpoint: dict) -> None:
+    """In place: every entry of ``checkpoint`` becomes plain data (:func:`~mmposmlp.utils.safe_load.
+    to_plain_checkpoint`), so the file loads with ``torch.load(weights_only=True)`` and no allow-list."""
+    from mmposmlp.utils.safe_load import to_plain_checkpoint
+    plain = to_plain_checkpoint(checkpoint)
+    for key in list(checkpoint):
+        checkpoint[key] = plain[key]
 
 
-def patch_atomic_checkpoints() -> None:
-    """Route ``Runner.save_checkpoint`` through a write-to-temp-then-rename save. Idempotent."""
-    import mmengine.runner.runner as runner_mod
-    if not hasattr(runner_mod.save_checkpoint, '_mmposmlp_original'):
-        runner_mod.save_checkpoint = _atomic_save_checkpoint(runner_mod.save_checkpoint)
+def save_checkpoint_atomically(checkpoint: dict, filename: str, **kwargs) -> None:
+    """mmengine's ``save_checkpoint`` of the plain-data copy of ``checkpoint``, through :func:`atomic_file` for
+    local files (remote backends such as s3 keep their own semantics)."""
+    from mmengine.runner.checkpoint import save_checkpoint
+    checkpoint = dict(checkpoint)
+    make_plain(checkpoint)
+    if '://' in str(filename):
+        return save_checkpoint(checkpoint, filename, **kwargs)
+    with atomic_file(str(filename)) as tmp:
+        save_checkpoint(checkpoint, tmp, **kwargs)
 
 
 @HOOKS.register_module()
 class AtomicCheckpointHook(CheckpointHook):
     """mmengine's CheckpointHook whose ``last_checkpoint`` pointer is replaced atomically.
 
-    Use ``default_hooks.checkpoint.type='mmposmlp.AtomicCheckpointHook'`` (our tools do this); the
-    checkpoint files themselves are made atomic by :func:`patch_atomic_checkpoints`.
+    ``mmposmlp.Runner`` puts it in place of ``CheckpointHook``; the checkpoint files themselves are made
+    atomic by ``mmposmlp.Runner.save_checkpoint`` (:func:`atomic_file`).
     """
 
     def _save_checkpoint_with_step(self, runner, step, meta):
-        patch_atomic_checkpoints()
         save_file = osp.join(runner.work_dir, 'last_checkpoint')
         previous = None
         if osp.isfile(save_file):
@@ -211,48 +226,11 @@ def prepare_resume_checkpoint(checkpoint, filename: str):
     return checkpoint, config_text
 
 
-def patch_resume_check() -> None:
-    """Make ``Runner.resume`` load the checkpoint once, as data, check it fits the model, and never
-    execute its config text (mmengine's ``Config.fromstring(meta['config'])``): the GPU count is read
-    from that text as a literal. Idempotent."""
-    from mmengine.runner import Runner
-    original = Runner.resume
-    if getattr(original, '_mmposmlp_original', None):
-        return
-
-    def resume(self, filename, resume_optimizer=True, resume_param_scheduler=True, map_location='default'):
-        from mmengine.model import is_model_wrapper
-        from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
-        if map_location == 'default':
-            from mmengine.device import get_device
-            location = get_device()
-        else:
-            location = map_location
-        from mmposmlp.utils.safe_load import keep_config_text
-        with keep_config_text():  # read below as data (the GPU count), then removed
-            loaded = _load_checkpoint(filename, map_location=location)
-        checkpoint, config_text = prepare_resume_checkpoint(loaded, filename)
-        check_resume_compatible(self.model, checkpoint, filename)
-        gpu_ids = config_gpu_ids(config_text)
-        if gpu_ids and len(gpu_ids) != self._world_size and \
-                not (self.auto_scale_lr or {}).get('enable', False):
-            raise CheckpointMismatchError(
-                f'cannot resume from {filename}: it was trained on {len(gpu_ids)} GPUs and this run has '
-                f'{self._world_size} processes; launch {len(gpu_ids)} processes or enable auto_scale_lr.')
-
-        def load_loaded(name, map_location=None, strict=False, revise_keys=[(r'^module.', '')]):
-            self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-            model = self.model.module if is_model_wrapper(self.model) else self.model
-            result = _load_checkpoint_to_model(model, checkpoint, strict, revise_keys=revise_keys)
-            self._has_loaded = True
-            self.logger.info(f'Load checkpoint from {name}')
-            return result
-
-        self.load_checkpoint = load_loaded  # this runner, this call only: mmengine resumes from the loaded data
-        try:
-            return original(self, filename, resume_optimizer, resume_param_scheduler, map_location)
-        finally:
-            del self.load_checkpoint
-
-    resume._mmposmlp_original = original
-    Runner.resume = resume
+def check_resume_gpu_count(config_text, world_size: int, filename: str, auto_scale_lr=None) -> None:
+    """Refuse to resume a checkpoint trained on another number of GPUs (the ``gpu_ids`` of its config text, read
+    as a literal) unless ``auto_scale_lr`` is enabled: the learning rate was tuned for the old total batch."""
+    gpu_ids = config_gpu_ids(config_text)
+    if gpu_ids and len(gpu_ids) != world_size and not (auto_scale_lr or {}).get('enable', False):
+        raise CheckpointMismatchError(
+            f'cannot resume from {filename}: it was trained on {len(gpu_ids)} GPUs and this run has '
+            f'{world_size} processes; launch {len(gpu_ids)} processes or enable auto_scale_lr.')

@@ -30,8 +30,17 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from mmengine.hooks import Hook
 
-from mmposmlp.engine.entry import REAL_DATA_HINT, TOY_HINT, UserError, is_local_path
+from mmposmlp.engine.errors import UserError, is_local_path
 from mmposmlp.registry import HOOKS
+
+TOY_HINT = ('generate toy data with `python tools/misc/make_toy_datasets.py --out data/toy` and point the config '
+            'at it (configs/_base_/toy/, or --cfg-options ...data_root=data/toy/...)')
+REAL_DATA_HINT = {
+    'mmdet': 'put COCO at data/coco/ (annotations/, train2017/, val2017/)',
+    'mmseg': 'put ADE20K at data/ade/ADEChallengeData2016/',
+    'mmaction': 'put Kinetics-400 at data/kinetics400/ (videos_train/, videos_val/, list files)',
+    'mmpretrain': 'put ImageNet at data/imagenet/ (train/, val/, meta/)',
+}
 
 SAMPLE_LABEL_MAPS = 64  # label maps decoded per dataset (sizes and values)
 SAMPLE_VIDEOS = 32  # videos opened and partly decoded per dataset (the others: see NameUndecodableVideosHook)

@@ -10,6 +10,9 @@ import re
 import sys
 from typing import Optional
 
+from mmposmlp.engine.errors import UserError
+from mmposmlp.engine.preflight import check_pretrained  # noqa: F401  (the tools' pre-flight check, used by name)
+
 LIBRARIES = {
     'mmdet': 'mmdet.utils',
     'mmseg': 'mmseg.utils',
@@ -17,18 +20,6 @@ LIBRARIES = {
     'mmpretrain': 'mmpretrain.utils',
 }
 NEEDS_MMCV_OPS = ('mmdet', 'mmseg')
-TOY_HINT = ('generate toy data with `python tools/misc/make_toy_datasets.py --out data/toy` and point the config '
-            'at it (configs/_base_/toy/, or --cfg-options ...data_root=data/toy/...)')
-REAL_DATA_HINT = {
-    'mmdet': 'put COCO at data/coco/ (annotations/, train2017/, val2017/)',
-    'mmseg': 'put ADE20K at data/ade/ADEChallengeData2016/',
-    'mmaction': 'put Kinetics-400 at data/kinetics400/ (videos_train/, videos_val/, list files)',
-    'mmpretrain': 'put ImageNet at data/imagenet/ (train/, val/, meta/)',
-}
-
-
-class UserError(Exception):
-    """An error with a message that names the problem and its fix; printed without traceback."""
 
 
 def setup_library(cfg) -> str:
@@ -74,102 +65,19 @@ def load_config(path: str, cfg_options: Optional[dict] = None, work_dir: Optiona
     return cfg, scope
 
 
-def missing_dataset_paths(cfg, loaders):
-    """[(path, cfg key)] of dataset paths a run would read that do not exist (see dataset_checks)."""
-    from mmposmlp.engine.dataset_checks import missing_dataset_paths as missing
-    return missing(cfg, loaders)
-
-
-def check_datasets(cfg, loaders, scope) -> None:
-    """Pre-flight dataset checks (mmposmlp/engine/dataset_checks.py): paths, then data vs config."""
-    from mmposmlp.engine.dataset_checks import check_datasets as check
-    check(cfg, loaders, scope)
-
-
-def _pretrained_refs(obj, where):
-    """Yield (checkpoint, key) of every ``init_cfg`` of type Pretrained below ``obj``."""
-    if isinstance(obj, dict):
-        if str(obj.get('type', '')).rpartition('.')[2] == 'Pretrained' and 'checkpoint' in obj:
-            yield obj['checkpoint'], f'{where}.checkpoint'
-        for k, v in obj.items():
-            yield from _pretrained_refs(v, f'{where}.{k}')
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            yield from _pretrained_refs(v, f'{where}[{i}]')
-
-
-def is_local_path(path) -> bool:
-    """A non-empty path string without a URL scheme (``s3://``, ``http://`` ... are not checked on disk)."""
-    return isinstance(path, str) and bool(path) and '://' not in path
-
-
-def missing_pretrained_paths(cfg):
-    """[(path, cfg key)] of pretrained checkpoints (``init_cfg`` Pretrained, ``load_from``) a training run would
-    read that do not exist locally."""
-    refs = list(_pretrained_refs(cfg.get('model'), 'model'))
-    if cfg.get('load_from') and not cfg.get('resume'):
-        refs.append((cfg.load_from, 'load_from'))
-    return [(p, k) for p, k in refs if is_local_path(p) and not osp.exists(p)]
-
-
-def check_pretrained(cfg) -> None:
-    """Stop before building anything when a pretrained checkpoint is missing: which file, and how to make it."""
-    from mmposmlp.utils.pretrained import missing_pretrained_message
-    missing = missing_pretrained_paths(cfg)
-    if missing:
-        path, key = missing[0]
-        raise UserError(missing_pretrained_message(path, key))
-
-
-_NOT_IN_REGISTRY = re.compile(r'([\w.]+) is not in the ([\w:.]+) registry')
-
-
 def explain(exc: BaseException):
     """One-sentence message for errors caused by the config, else None (then the traceback is shown)."""
     from mmposmlp.engine.checkpoint import CheckpointMismatchError
     from mmposmlp.models.checkpoints import CheckpointMismatchError as WeightsMismatchError
     from mmposmlp.models.checkpoints import InitCfgError
+    from mmposmlp.registry import unknown_type_in, unknown_type_message
     from mmposmlp.utils.dist import LaunchError
     from mmposmlp.utils.safe_load import UnsafeCheckpointError
     if isinstance(exc, (UserError, CheckpointMismatchError, WeightsMismatchError, InitCfgError, LaunchError,
                         UnsafeCheckpointError)):
         return str(exc)
-    text = str(exc.args[0]) if getattr(exc, 'args', None) else str(exc)
-    m = _NOT_IN_REGISTRY.search(text)
-    if m:
-        name, registry = m.groups()
-        return unknown_type_message(name, registry)
-    return None
-
-
-def unknown_type_message(name: str, registry: str) -> str:
-    """One sentence for ``type=name`` missing from ``registry`` (``'scope::model'``): the closest registered
-    names, and the fix (the ``mmposmlp.`` prefix, or ``custom_imports`` for a module nobody imported)."""
-    scope, _, registry_name = registry.rpartition('::')
-    try:
-        from mmposmlp.registry import closest_registered
-        close = closest_registered(name, registry_name)
-    except Exception:  # noqa: BLE001  (the suggestion is a courtesy; the message stands without it)
-        close = []
-    # names of the running library's own scope need no prefix
-    close = [c.partition('.')[2] if scope and c.startswith(scope + '.') else c for c in close]
-    head = f'unknown type {name!r}: it is not registered in the {registry} registry'
-    custom = ("add the module that registers it to custom_imports (custom_imports = dict(imports=['your.module'], "
-              'allow_failed_imports=False))')
-    if close:
-        best = close[0]
-        others = f' (or {", ".join(f"`{c}`" for c in close[1:])})' if len(close) > 1 else ''
-        if best.lower() == name.lower() or best.rpartition('.')[2].lower() == name.rpartition('.')[2].lower():
-            if best.startswith('mmposmlp.') and not name.startswith('mmposmlp.'):
-                fix = (f"mmposmlp's modules live in the mmposmlp registry, so write type='{best}' "
-                       '(custom_imports alone does not make unprefixed names visible)')
-            else:
-                fix = f"write type='{best}'"
-        else:
-            fix = f"fix the spelling (type='{best}'), or if it is a module of your own, {custom}"
-        return f'{head}: did you mean `{best}`{others}? {fix[0].upper()}{fix[1:]}.'
-    return (f"{head}: check the spelling of `type='{name}'`; mmposmlp modules are written type='mmposmlp.Name'; "
-            f'for a module of your own, {custom}.')
+    unknown = unknown_type_in(exc)
+    return unknown_type_message(*unknown) if unknown else None
 
 
 def explain_build_error(exc: BaseException) -> str:
@@ -198,32 +106,38 @@ def run_cli(main, argv=None) -> int:
         return 1
 
 
-def build_runner(cfg):
-    """Build the Runner; failures while building objects from the config become one-line errors."""
+RUNNER_TYPE = 'mmposmlp.Runner'
+
+
+def use_mmposmlp_runner(cfg) -> None:
+    """Run the config with ``mmposmlp.Runner`` (every shipped config names it; a user's upstream config with our
+    backbone may not). A config naming a runner of its own keeps it, without mmposmlp's runner features."""
+    runner_type = cfg.get('runner_type')
+    if runner_type in (None, 'Runner', 'mmengine.Runner'):
+        cfg.runner_type = RUNNER_TYPE
+    elif runner_type != RUNNER_TYPE:
+        print(f'note: the config runs runner_type={runner_type!r}: exact resume, atomic checkpoints and the '
+              f'pre-flight checks of {RUNNER_TYPE} are not active.', flush=True)
+
+
+def build_runner(cfg, loop: str):
+    """Check what ``loop`` ('train' or 'test') reads, then build the config's Runner (:func:`use_mmposmlp_runner`);
+    failures while building objects from the config become one-line errors."""
     from mmengine.registry import RUNNERS
-    from mmengine.runner import Runner
+
+    from mmposmlp.engine.runner import preflight
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    use_mmposmlp_runner(cfg)
+    register_mmengine_loaders()
+    preflight(cfg, loop)
     try:
-        if 'runner_type' not in cfg:
-            return Runner.from_cfg(cfg)
-        return RUNNERS.build(cfg)
+        runner = RUNNERS.build(cfg)
     except (KeyError, ValueError, TypeError, AssertionError, UserError) as exc:
         exc._mmposmlp_message = explain_build_error(exc)
         raise
-
-
-def activate_mmposmlp_runtime(cfg) -> None:
-    """Safe loading of mmengine checkpoints, atomic checkpoint files, checked and exact resume."""
-    from mmposmlp.engine.checkpoint import patch_atomic_checkpoints, patch_resume_check
-    from mmposmlp.engine.resume_state import add_exact_resume_hook
-    from mmposmlp.utils.compat import patch_mmengine_checkpoint_loading
-    patch_mmengine_checkpoint_loading()
-    patch_atomic_checkpoints()
-    patch_resume_check()
-    add_exact_resume_hook(cfg)
-    hooks = cfg.get('default_hooks')
-    if isinstance(hooks, dict) and isinstance(hooks.get('checkpoint'), dict) and \
-            hooks['checkpoint'].get('type') in ('CheckpointHook', 'mmengine.CheckpointHook'):
-        hooks['checkpoint']['type'] = 'mmposmlp.AtomicCheckpointHook'
+    if hasattr(runner, 'preflight_done'):
+        runner.preflight_done.add(loop)
+    return runner
 
 
 def pretrained_checkpoints(cfg) -> list:

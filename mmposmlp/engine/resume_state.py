@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from mmengine.hooks import CheckpointHook, Hook
 
-from mmposmlp.engine.entry import UserError
+from mmposmlp.engine.errors import UserError
 from mmposmlp.registry import HOOKS
 
 STATE_KEY = 'resume_state'
@@ -224,7 +224,7 @@ def forked_children_end_with_parent() -> None:
 @HOOKS.register_module()
 class ExactResumeHook(Hook):
     """Saves and restores the per-rank random states and re-runs an interrupted validation (see the
-    module docstring). ``tools/train.py`` adds it to every run."""
+    module docstring). ``mmposmlp.Runner`` adds it to every run (``PLUGIN_HOOKS``)."""
 
     # after EMA/optimizer hooks, before CheckpointHook (VERY_LOW) in after_train_iter/epoch
     priority = 'LOW'
@@ -278,7 +278,7 @@ class ExactResumeHook(Hook):
 
     # ---- resuming -----------------------------------------------------------------------------
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        if not getattr(runner, '_resume', False):
+        if not _resuming(runner):
             return
         state = checkpoint.get(STATE_KEY)
         if not isinstance(state, dict):
@@ -363,14 +363,12 @@ class ExactResumeHook(Hook):
         runner.model.train()
 
 
-def add_exact_resume_hook(cfg) -> None:
-    """Append :class:`ExactResumeHook` and the rank watchdog to ``cfg.custom_hooks`` unless they are there."""
-    hooks = list(cfg.get('custom_hooks') or [])
-    for name in ('ExactResumeHook', 'RankWatchdogHook'):
-        if not any(isinstance(h, dict) and h.get('type') in (name, f'mmposmlp.{name}') for h in hooks):
-            hooks.append(dict(type=f'mmposmlp.{name}'))
-    cfg.custom_hooks = hooks
+def _resuming(runner) -> bool:
+    """Whether ``runner`` is resuming (``mmposmlp.Runner`` says so; another runner resumes when its config does)."""
+    if hasattr(runner, 'resuming_from'):
+        return runner.resuming_from is not None
+    return bool(runner.cfg.get('resume', False))
 
 
-__all__ = ['ExactResumeHook', 'ResumeStateError', 'add_exact_resume_hook', 'capture_rng_state',
+__all__ = ['ExactResumeHook', 'ResumeStateError', 'capture_rng_state',
            'restore_rng_state', 'STATE_KEY', 'VALIDATION_DONE']

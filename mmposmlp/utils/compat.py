@@ -1,10 +1,13 @@
 """torch / mmengine compatibility shims.
 
 torch >= 2.6 loads with ``weights_only=True``; mmengine 0.10.7 checkpoints carry a message hub with
-``HistoryBuffer`` objects and numpy arrays, which torch's safe unpickler refuses. We neither turn safe
-loading off nor grow torch's process-wide allow-list: :mod:`mmposmlp.utils.safe_load` reads such files
-as data, and our training writes checkpoints that need no allow-list at all.
+``HistoryBuffer`` objects and numpy arrays, which torch's default allow-list refuses. We neither turn safe
+loading off nor grow torch's process-wide allow-list: :mod:`mmposmlp.utils.safe_load` reads such files as
+data (torch's weights-only unpickler with checks around it), and our training writes checkpoints that need
+no allow-list at all.
 """
+import contextlib
+
 import torch
 
 from .safe_load import load_checkpoint, register_mmengine_loaders
@@ -17,6 +20,14 @@ def safe_torch_load(path, map_location='cpu'):
 
 # kept name: mmengine's CheckpointLoader reads local and http(s) files through the data-only loader
 patch_mmengine_checkpoint_loading = register_mmengine_loaders
+
+
+@contextlib.contextmanager
+def allow_mmengine_checkpoints():
+    """For code that loads an mmengine checkpoint itself through ``CheckpointLoader`` (mmdeploy's
+    ``torch2onnx``): registers the data-only loaders (:func:`register_mmengine_loaders`, which stay registered)."""
+    register_mmengine_loaders()
+    yield
 
 
 # ------------------------------------------------------------------ torch.compile helpers

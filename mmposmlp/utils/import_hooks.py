@@ -1,11 +1,16 @@
-"""Run a callback right after a module is imported, and the one mmengine needs for ``mmposmlp::``.
+"""The two registrations an installed mmposmlp makes when other packages are imported, at interpreter start-up.
 
-mmengine (every release from 0.3 to 0.10.7, the newest) resolves ``_base_ = 'pkg::path'`` only for
-packages listed in ``mmengine.config.utils.MODULE2PACKAGE``, and a config is parsed before any
-``custom_imports`` run. An installed mmposmlp therefore adds itself to that table as soon as
-``mmengine.config.utils`` is imported, in every process: the wheel ships ``mmposmlp-config.pth``,
-whose one line loads this file (by path, without importing mmposmlp, torch or mmengine) and calls
-:func:`install_config_package_hook`. Importing mmposmlp does the same.
+* mmengine (every release from 0.3 to 0.10.7, the newest) resolves ``_base_ = 'pkg::path'`` only for packages
+  listed in ``mmengine.config.utils.MODULE2PACKAGE``, and a config is parsed before any ``custom_imports`` run
+  (no public way to add a package exists); so ``mmposmlp`` is added to that table when ``mmengine.config.utils``
+  is imported.
+* mmpretrain's model hub (``list_models``, ``get_model``) has no plugin entry point; our classification models are
+  added when ``mmpretrain.apis.model`` is imported.
+
+The wheel ships ``mmposmlp-config.pth``, whose one line loads this file (by path, without importing mmposmlp,
+torch or mmengine) and calls :func:`install_config_package_hook`: one post-import finder per module on
+``sys.meta_path``, each removed once it ran. Importing mmposmlp installs no finder: it registers directly
+(``mmposmlp/__init__.py``).
 
 Standard library only: this file runs at interpreter start-up.
 """
@@ -14,6 +19,7 @@ import sys
 
 CONFIG_PACKAGES = {'mmposmlp': 'mmposmlp'}  # config prefix -> distribution name
 CONFIG_MODULE = 'mmengine.config.utils'
+HUB_MODULE = 'mmpretrain.apis.model'  # mmpretrain's ModelHub
 
 
 class _PostImportFinder:
@@ -69,5 +75,14 @@ def register_config_packages(config_utils) -> None:
                 table.setdefault(prefix, package)
 
 
+def register_hub_models(apis_model) -> None:
+    """Add our classification models to mmpretrain's model hub (:mod:`mmposmlp.utils.model_hub`)."""
+    from mmposmlp.utils.model_hub import register_classification_models
+    register_classification_models(apis_model)
+
+
 def install_config_package_hook() -> None:
+    """What the wheel's ``.pth`` line calls at interpreter start-up: mmengine's config packages get ``mmposmlp``,
+    mmpretrain's model hub our classification models, each as soon as its module is imported."""
     when_imported(CONFIG_MODULE, register_config_packages)
+    when_imported(HUB_MODULE, register_hub_models)

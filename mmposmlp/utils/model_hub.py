@@ -1,12 +1,16 @@
 """mmposmlp's classification models in mmpretrain's model hub (``list_models``, ``get_model``,
 ``ImageClassificationInferencer``), read from our ``model-index.yml`` the way mmpretrain registers its own.
 
-Registered right after ``mmpretrain.apis.model`` is imported (or at once if it already is), so that
-``import mmposmlp`` stays free of mmpretrain.
+Registered right after ``mmpretrain.apis.model`` is imported (:mod:`mmposmlp.utils.import_hooks`, installed
+with the package), or by ``import mmposmlp`` when mmpretrain is imported already: ``import mmposmlp`` stays free
+of mmpretrain. mmpretrain's public ``ModelHub.register_model_index`` takes a whole index (ours also holds
+detection, segmentation and video models) and refuses names it has, so the hub's table is filled here the way
+that function fills it, with our classification models only.
 """
 import os.path as osp
 
 CLASSIFICATION_TASKS = ('Image Classification', )
+_REGISTERED = set()  # ids of the ModelHub classes filled already
 
 
 def mim_root() -> str:
@@ -28,6 +32,9 @@ def register_classification_models(apis_model) -> None:
     config paths become absolute under :func:`mim_root`. Names already in the hub are left alone. Runs while
     mmpretrain is being imported: a failure here warns (one sentence) instead of breaking that import."""
     hub = apis_model.ModelHub
+    if id(hub) in _REGISTERED:
+        return
+    _REGISTERED.add(id(hub))
     root = mim_root()
     try:
         models = classification_models()

@@ -1,36 +1,41 @@
 """Checkpoints are data: loading them without running anything from the file.
 
-Every checkpoint our tools, ``init_cfg`` and the converters read, and (once ``mmposmlp`` is imported)
-every local or http(s) file mmengine's ``CheckpointLoader`` reads, goes through :func:`load_checkpoint`:
+Every checkpoint our tools, ``init_cfg`` and the converters read, and (once :func:`register_mmengine_loaders`
+ran) every local or http(s) file mmengine's ``CheckpointLoader`` reads, goes through :func:`load_checkpoint`:
+torch's own restricted unpickler, ``torch.load(f, weights_only=True)``, with checks for what it does not cover.
 
-* ``torch.load`` with a restricted pickle module of our own (:class:`RestrictedUnpickler`). The only
-  globals a file may name are in :data:`ALLOWED_GLOBALS`; each maps to a checking function of ours,
-  never to the named object. Tensors are rebuilt from the archive's storages with bounds-checked
-  offsets and sizes, numpy arrays and scalars (numeric dtypes only) become tensors and Python numbers,
-  mmengine's ``HistoryBuffer`` becomes ``{'log_history', 'count_history', 'max_length'}`` and
-  ``argparse.Namespace`` a dict. No object of a file-chosen class is built, no ``__setstate__`` runs,
-  no class or module attribute is changed, torch's process-wide allow-list is not touched, and no
-  buffer larger than the file is allocated.
-* The result holds only tensors, dicts/lists/tuples/sets, numbers, strings, bytes, ``torch.dtype``,
-  ``torch.device`` and ``torch.Size``.
-* A file that needs anything else is refused with one sentence naming the file and what it asked for.
-  Trusting a file is a per-command choice (``--trust-checkpoint`` in our tools, :func:`trusted_checkpoints`
-  in code): only the files named there are unpickled without restrictions.
+* Before torch reads a byte, the archive and every pickle torch will unpickle are scanned (:func:`_scan_file`):
+  only the globals of :data:`ALLOWED_GLOBALS`, calls only of callables, numpy only with numeric dtypes, no
+  backward hooks, no storage larger than the file. torch's default allow-list alone would let a file call
+  ``bytearray(n)`` or ``torch.Tensor(n)`` for any ``n`` and rebuild quantized, sparse or nested tensors.
+* torch keeps one process-wide allow-list; ``torch.serialization.safe_globals`` removes on exit even entries
+  the caller had added before, and the caller's entries (numpy's own ``_reconstruct``, mmengine's
+  ``HistoryBuffer``, whose ``__setstate__`` writes its class) would reach our load. So a load holds a lock, sets
+  the list to exactly ours and puts the caller's back (torch's public ``get/clear/add_safe_globals``); a
+  weights-only ``torch.load`` in another thread meanwhile sees our list. ``HistoryBuffer`` and
+  ``argparse.Namespace`` resolve to placeholders of ours, never to the named class.
+* After torch, the result becomes plain data (:func:`_to_plain_loaded`): numpy arrays and scalars become
+  tensors and Python numbers, a ``HistoryBuffer`` ``{'log_history', 'count_history', 'max_length'}``, a
+  ``Namespace`` a dict; cycles, nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and
+  ``OrderedDict`` attributes other than a state dict's ``_metadata`` are refused.
 
-The save side (:func:`to_plain_checkpoint`) writes the same plain structure, so checkpoints our training
-writes load with a plain ``torch.load(f, weights_only=True)`` (torch >= 2.6), with no allow-list.
+A refusal is one sentence naming the file and what it asked for. Trusting a file is a per-command choice
+(``--trust-checkpoint`` in our tools, :func:`trusted_checkpoints` in code): only the files named there are
+unpickled without restrictions. The save side (:func:`to_plain_checkpoint`) writes the same plain structure, so
+checkpoints our training writes load with a plain ``torch.load(f, weights_only=True)``.
 """
 import collections
 import contextlib
 import contextvars
 import io
-import math
 import os
 import os.path as osp
 import pickle
+import pickletools
 import re
 import struct
-import types
+import tarfile
+import threading
 import warnings
 import zipfile
 from typing import Any, Iterable, Optional
@@ -40,532 +45,465 @@ import torch
 
 __all__ = ['UnsafeCheckpointError', 'ALLOWED_GLOBALS', 'load_checkpoint', 'to_plain_checkpoint',
            'history_buffer_from_plain', 'trusted_checkpoints', 'is_trusted', 'add_trust_argument',
-           'register_mmengine_loaders']
+           'keep_config_text', 'register_mmengine_loaders']
 
 TRUST_HINT = 'if you trust this file, rerun with --trust-checkpoint (or load it inside trusted_checkpoints([path]))'
 MAX_DEPTH = 100
+NUMERIC_DTYPES = frozenset({'b1', 'i1', 'u1', 'i2', 'u2', 'i4', 'u4', 'i8', 'u8', 'f2', 'f4', 'f8', 'c8', 'c16'})
 
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint asked for something a data-only load refuses."""
 
 
-# ---------------------------------------------------------------------------------------------- markers
-class _Marker:
-    """A name a file may mention but never call (e.g. ``numpy.ndarray`` as an argument of ``_reconstruct``)."""
-    __slots__ = ('name', )
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f'<{self.name}>'
-
-
-NDARRAY = _Marker('numpy.ndarray')
-TENSOR_TYPE = _Marker('torch.Tensor')
-PARAMETER_TYPE = _Marker('torch.nn.Parameter')
-
-
-class _Stub:
-    """Placeholder built by the unpickler; replaced by plain data once the whole file is read."""
-    __slots__ = ()
-
-
-class _DtypeStub(_Stub):
-    __slots__ = ('code', 'order')
-    NUMERIC = frozenset({'b1', 'i1', 'u1', 'i2', 'u2', 'i4', 'u4', 'i8', 'u8', 'f2', 'f4', 'f8', 'c8', 'c16'})
-
-    def __init__(self, code):
-        self.code, self.order = code, '='
-
-    def build(self, state, refuse):
-        if not (isinstance(state, tuple) and len(state) in (8, 9) and state[0] in (3, 4)
-                and state[1] in ('<', '>', '|', '=') and all(s is None for s in state[2:5])):
-            raise refuse(f'a numpy dtype with state {_short(state)} (only plain numeric dtypes are allowed)')
-        self.order = state[1]
-
-    def dtype(self):
-        return np.dtype(self.code).newbyteorder(self.order)
-
-
-class _ArrayStub(_Stub):
-    __slots__ = ('shape', 'dtype', 'fortran', 'data')
-
-    def __init__(self):
-        self.shape, self.dtype, self.fortran, self.data = (0, ), None, False, b''
-
-    def build(self, state, refuse):
-        if isinstance(state, tuple) and len(state) == 5:
-            state = state[1:]
-        if not (isinstance(state, tuple) and len(state) == 4):
-            raise refuse(f'a numpy array with state {_short(state)}')
-        shape, dtype, fortran, data = state
-        if not isinstance(dtype, _DtypeStub):
-            raise refuse('a numpy array without a plain numeric dtype (object, string or structured arrays '
-                         'are refused)')
-        if not isinstance(data, (bytes, bytearray)):
-            raise refuse(f'a numpy array whose data is {type(data).__name__}, not bytes (an object array)')
-        if not (isinstance(shape, tuple) and all(type(s) is int and s >= 0 for s in shape)):
-            raise refuse(f'a numpy array of shape {_short(shape)}')
-        if math.prod(shape) * dtype.dtype().itemsize != len(data):
-            raise refuse(f'a numpy array of shape {shape} with {len(data)} bytes of data')
-        self.shape, self.dtype, self.fortran, self.data = shape, dtype, bool(fortran), bytes(data)
-
-    def tensor(self):
-        dt = self.dtype.dtype()
-        arr = np.frombuffer(self.data, dtype=dt).reshape(self.shape, order='F' if self.fortran else 'C')
-        return torch.from_numpy(np.ascontiguousarray(arr, dtype=dt.newbyteorder('=')).copy())
-
-
-class _HistoryBufferStub(_Stub):
-    """mmengine's ``HistoryBuffer``; becomes the plain dict :func:`to_plain_checkpoint` writes."""
-    __slots__ = ('state', )
-
-    def __init__(self):
-        self.state = None
-
-    def build(self, state, refuse):
-        keys = {'max_length', '_log_history', '_count_history'}
-        if not (isinstance(state, dict) and keys <= set(state) <= keys | {'statistics_methods'}
-                and type(state['max_length']) is int
-                and all(isinstance(state[k], _ArrayStub) for k in ('_log_history', '_count_history'))):
-            shown = sorted(map(str, state)) if isinstance(state, dict) else state
-            raise refuse(f'a HistoryBuffer with state keys {_short(shown)}')
-        methods = state.get('statistics_methods', {})
-        if not (isinstance(methods, dict) and all(isinstance(v, _MethodRef) for v in methods.values())):
-            raise refuse('HistoryBuffer statistics methods that are not HistoryBuffer methods')
-        # the statistics methods are dropped: a load never changes HistoryBuffer._statistics_methods
-        self.state = state
-
-
-class _NamespaceStub(_Stub):
-    """``argparse.Namespace`` (timm/DeiT training args): its attributes become a plain dict."""
-    __slots__ = ('state', )
-
-    def __init__(self):
-        self.state = {}
-
-    def build(self, state, refuse):
-        if not (isinstance(state, dict) and all(isinstance(k, str) for k in state)):
-            raise refuse('an argparse.Namespace whose state is not a dict of names')
-        self.state = state
-
-
-class _MethodRef(_Stub):
-    __slots__ = ('name', )
-
-    def __init__(self, name):
-        self.name = name
-
-
-_HistoryBufferStub._shown_as = 'mmengine.logging.history_buffer.HistoryBuffer'
-_NamespaceStub._shown_as = 'argparse.Namespace'
-_NEWOBJ_STUBS = (_HistoryBufferStub, _NamespaceStub)
-
-
-# ---------------------------------------------------------------------------------------------- callables
-class _Refuser:
-    """Builds the one-sentence error for the file being read."""
-
-    def __init__(self, source):
-        self.source = source
-
-    def __call__(self, what):
-        return UnsafeCheckpointError(f'refusing to load {self.source}: it asks for {what}, which a data-only load '
-                                     f'does not allow; {TRUST_HINT}.')
+class _Refusal(Exception):
+    """What a file asked for (raised inside ``torch.load``, which rewraps ``UnpicklingError``)."""
 
 
 def _short(obj, n=80):
     """A short description of a value from the file (no repr of tensors or arbitrary objects)."""
-    if isinstance(obj, (str, bytes, bytearray, int, float, complex, bool, type(None), _Marker)):
-        text = repr(obj[:n + 1] if isinstance(obj, (str, bytes, bytearray)) else obj)
+    if getattr(obj, 'shown_as', None):
+        text = obj.shown_as
+    elif isinstance(obj, type):
+        text = f'{obj.__module__}.{obj.__qualname__}'
+    elif isinstance(obj, (str, bytes, int, float, complex, bool, type(None))):
+        text = repr(obj[:n + 1] if isinstance(obj, (str, bytes)) else obj)
     elif type(obj) in (tuple, list):
         text = ', '.join(_short(x, 20) for x in obj[:4]) + (', ...' if len(obj) > 4 else '')
         text = f'({text})' if type(obj) is tuple else f'[{text}]'
-    elif getattr(obj, '__module__', None) == __name__ and getattr(obj, '_shown_as', None):
-        text = obj._shown_as  # our checker or placeholder: show what the file named
-    elif isinstance(obj, type) or callable(obj) and hasattr(obj, '__qualname__'):
-        text = f'{getattr(obj, "__module__", "?")}.{obj.__qualname__}'
     else:
         text = f'<{type(obj).__name__}>'
     return text if len(text) <= n else text[:n] + '...'
 
 
-def _is_int_tuple(t):
-    return isinstance(t, tuple) and all(type(v) is int and v >= 0 for v in t)
+# ---------------------------------------------------------------------------------------------- what a file names
+class _Placeholder:
+    """Stands for a class whose objects a file may hold; keeps their state as data."""
+    state = None
+
+    def __setstate__(self, state):
+        self.state = state
 
 
-def _make_callables(refuse, limit):
-    """The functions a file may call, each checking its arguments (``limit``: the file's size in bytes)."""
-
-    def rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=None, metadata=None, *rest):
-        if rest or not isinstance(storage, torch.storage.TypedStorage):
-            raise refuse('a tensor that is not backed by a storage of the archive')
-        if not (type(offset) is int and offset >= 0 and _is_int_tuple(tuple(size)) and
-                _is_int_tuple(tuple(stride)) and len(size) == len(stride) and type(requires_grad) is bool):
-            raise refuse(f'a tensor with offset {_short(offset)}, size {_short(size)}, stride {_short(stride)}')
-        if hooks:
-            raise refuse('a tensor with backward hooks')
-        if metadata is not None and not (isinstance(metadata, dict) and
-                                         all(isinstance(k, str) and type(v) is bool for k, v in metadata.items())):
-            raise refuse(f'tensor metadata {_short(metadata)}')
-        size, stride = tuple(size), tuple(stride)
-        numel = math.prod(size)
-        if numel:
-            end = offset + sum((n - 1) * s for n, s in zip(size, stride))
-            if end >= storage._size():
-                raise refuse(f'a tensor view of {size} (stride {stride}, offset {offset}) beyond its storage of '
-                             f'{storage._size()} elements')
-            if numel * torch._utils._element_size(storage.dtype) > limit:
-                raise refuse(f'a tensor of {numel} elements, larger than the file')
-        return torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad,
-                                               collections.OrderedDict(), metadata)
-
-    def rebuild_parameter(data, requires_grad, hooks=None, *rest):
-        if rest or type(data) is not torch.Tensor or type(requires_grad) is not bool or hooks:
-            raise refuse('a Parameter with unexpected arguments')
-        return torch.nn.Parameter(data, requires_grad)
-
-    def rebuild_from_type_v2(func, new_type, args, state):
-        if func is not rebuild_tensor_v2 or new_type is not TENSOR_TYPE or not isinstance(args, tuple) or state:
-            raise refuse(f'_rebuild_from_type_v2({_short(func)}, {_short(new_type)}, ..., state={_short(state)}) '
-                         '(only plain tensors without attributes are allowed)')
-        return func(*args)
-
-    def ordered_dict(*args):
-        if args == ():
-            return collections.OrderedDict()
-        if len(args) == 1 and isinstance(args[0], list) and \
-                all(isinstance(p, tuple) and len(p) == 2 for p in args[0]):
-            return collections.OrderedDict(args[0])
-        raise refuse('OrderedDict with unexpected arguments')
-
-    def make_set(*args):
-        if args == () or (len(args) == 1 and isinstance(args[0], list)):
-            return set(*args)
-        raise refuse('set() with unexpected arguments')
-
-    def make_frozenset(*args):
-        if args == () or (len(args) == 1 and isinstance(args[0], list)):
-            return frozenset(*args)
-        raise refuse('frozenset() with unexpected arguments')
-
-    def make_complex(*args):
-        if 1 <= len(args) <= 2 and all(type(a) in (int, float) for a in args):
-            return complex(*args)
-        raise refuse('complex() with unexpected arguments')
-
-    def codecs_encode(text, encoding='utf-8', *rest):
-        # protocol-2 pickles store bytes as _codecs.encode(str, 'latin1'): never longer than the text
-        if rest or not isinstance(text, str) or encoding not in ('latin1', 'latin-1'):
-            raise refuse(f'_codecs.encode(..., {_short(encoding)}) (only latin1 bytes are allowed)')
-        return text.encode('latin1')
-
-    def torch_size(dims=()):
-        if not isinstance(dims, (tuple, list)) or not _is_int_tuple(tuple(dims)):
-            raise refuse(f'torch.Size({_short(dims)})')
-        return torch.Size(dims)
-
-    def torch_device(kind, index=None):
-        if not (isinstance(kind, str) and len(kind) < 64 and (index is None or type(index) is int)):
-            raise refuse(f'torch.device({_short(kind)}, {_short(index)})')
-        try:
-            return torch.device(kind) if index is None else torch.device(kind, index)
-        except (RuntimeError, ValueError) as e:
-            raise refuse(f'torch.device({kind!r}) ({e})') from None
-
-    def np_reconstruct(cls, shape=(0, ), dtype=b'b', *rest):
-        if cls is not NDARRAY or rest:
-            raise refuse(f'numpy _reconstruct of {_short(cls)} (only numpy.ndarray is allowed)')
-        return _ArrayStub()
-
-    def np_dtype(code, align=False, copy=True, *rest):
-        if rest or not isinstance(code, str) or code not in _DtypeStub.NUMERIC:
-            raise refuse(f'numpy dtype {_short(code)} (object, string, void and structured dtypes are refused)')
-        return _DtypeStub(code)
-
-    def np_scalar(dtype, data=None, *rest):
-        if rest or not isinstance(dtype, _DtypeStub):
-            raise refuse('a numpy scalar without a plain numeric dtype (object scalars are refused)')
-        dt = dtype.dtype()
-        if not isinstance(data, (bytes, bytearray)) or len(data) != dt.itemsize:
-            raise refuse(f'a numpy {dt} scalar with {type(data).__name__} data')
-        return np.frombuffer(bytes(data), dtype=dt)[0].item()
-
-    def history_getattr(obj, name, *rest):
-        # HistoryBuffer pickles its statistics methods as getattr(HistoryBuffer, 'min'): only that is allowed,
-        # and it yields a name, not the method.
-        if rest or obj is not _HistoryBufferStub or not isinstance(name, str) or \
-                not re.fullmatch(r'[A-Za-z][A-Za-z0-9_]{0,63}', name):
-            raise refuse(f'getattr({_short(obj)}, {_short(name)}) (only HistoryBuffer statistics methods '
-                         'are allowed)')
-        return _MethodRef(name)
-
-    callables = dict(rebuild_tensor_v2=rebuild_tensor_v2, rebuild_parameter=rebuild_parameter,
-                     rebuild_from_type_v2=rebuild_from_type_v2, ordered_dict=ordered_dict, set=make_set,
-                     frozenset=make_frozenset, complex=make_complex, codecs_encode=codecs_encode,
-                     torch_size=torch_size, torch_device=torch_device, np_reconstruct=np_reconstruct,
-                     np_dtype=np_dtype, np_scalar=np_scalar,
-                     history_getattr=history_getattr)
-    for key, fn in callables.items():
-        fn._shown_as = next('.'.join(k) for k, v in ALLOWED_GLOBALS.items() if v == key)
-    return callables
+class _HistoryBuffer(_Placeholder):
+    shown_as = 'mmengine.logging.history_buffer.HistoryBuffer'
 
 
-_NUMPY_CORE = ('numpy.core.multiarray', 'numpy._core.multiarray')
-_TORCH_DTYPES = tuple(sorted(n for n, v in vars(torch).items() if isinstance(v, torch.dtype)))
+class _Namespace(_Placeholder):
+    shown_as = 'argparse.Namespace'
 
-#: Every global a checkpoint may name, and what it stands for (a checking function of ours, a marker or a
-#: placeholder class; never the named object). Pinned by tests/test_checkpoint_safety.py.
+
+def _rebuild_from_type_v2(func, new_type, args, state):
+    if func is not torch._utils._rebuild_tensor_v2 or new_type is not torch.Tensor or state:
+        raise _Refusal(f'_rebuild_from_type_v2 of {_short(new_type)} with state {_short(state)} (only plain '
+                       'tensors without attributes are allowed)')
+    return func(*args)
+
+
+def _history_getattr(obj, name, *rest):
+    """HistoryBuffer pickles its statistics methods as ``getattr(HistoryBuffer, 'min')``: a name, not the method."""
+    if rest or obj is not _HistoryBuffer or not isinstance(name, str) or \
+            not re.fullmatch(r'[A-Za-z][A-Za-z0-9_]{0,63}', name):
+        raise _Refusal(f'getattr({_short(obj)}, {_short(name)}) (only HistoryBuffer statistics methods are allowed)')
+    return f'HistoryBuffer.{name}'
+
+
+_NP_CORE = ('numpy.core.multiarray', 'numpy._core.multiarray')
+#: the functions numpy's own pickles name (numpy 1 and 2 spell their module differently)
+_NP_PICKLE = dict(_reconstruct=np.zeros(0).__reduce__()[0], scalar=np.float32(0).__reduce__()[0])
+_DTYPES = {('torch', n): v for n, v in vars(torch).items() if isinstance(v, torch.dtype) and str(v) == f'torch.{n}'}
+
+#: Every global a checkpoint may name (besides the storage types of :data:`STORAGES`), and the object torch's
+#: unpickler gets for it. Pinned by tests/test_checkpoint_safety.py.
 ALLOWED_GLOBALS = {
-    ('collections', 'OrderedDict'): 'ordered_dict',
-    ('torch._utils', '_rebuild_tensor_v2'): 'rebuild_tensor_v2',
-    ('torch._utils', '_rebuild_parameter'): 'rebuild_parameter',
-    ('torch._utils', '_rebuild_from_type_v2'): 'rebuild_from_type_v2',
-    ('torch', 'Tensor'): TENSOR_TYPE,
-    ('torch._tensor', 'Tensor'): TENSOR_TYPE,
-    ('torch.nn.parameter', 'Parameter'): PARAMETER_TYPE,
-    ('torch', 'Size'): 'torch_size',
-    ('torch', 'device'): 'torch_device',
-    ('_codecs', 'encode'): 'codecs_encode',
-    ('builtins', 'set'): 'set',
-    ('builtins', 'frozenset'): 'frozenset',
-    ('builtins', 'complex'): 'complex',
-    ('__builtin__', 'set'): 'set',
-    ('__builtin__', 'frozenset'): 'frozenset',
-    ('__builtin__', 'complex'): 'complex',
-    ('builtins', 'getattr'): 'history_getattr',
-    ('__builtin__', 'getattr'): 'history_getattr',
-    ('numpy', 'ndarray'): NDARRAY,
-    ('numpy', 'dtype'): 'np_dtype',
-    ('mmengine.logging.history_buffer', 'HistoryBuffer'): _HistoryBufferStub,
-    ('argparse', 'Namespace'): _NamespaceStub,
-    **{(m, '_reconstruct'): 'np_reconstruct' for m in _NUMPY_CORE},
-    **{(m, 'scalar'): 'np_scalar' for m in _NUMPY_CORE},
-    **{('torch', n): getattr(torch, n) for n in _TORCH_DTYPES},
+    ('collections', 'OrderedDict'): collections.OrderedDict,
+    ('torch._utils', '_rebuild_tensor_v2'): torch._utils._rebuild_tensor_v2,
+    ('torch._utils', '_rebuild_parameter'): torch._utils._rebuild_parameter,
+    ('torch._utils', '_rebuild_from_type_v2'): _rebuild_from_type_v2,
+    ('torch', 'Tensor'): torch.Tensor,
+    ('torch._tensor', 'Tensor'): torch.Tensor,
+    ('torch.nn.parameter', 'Parameter'): torch.nn.Parameter,
+    ('torch', 'Size'): torch.Size,
+    ('torch', 'device'): torch.device,
+    ('_codecs', 'encode'): __import__('_codecs').encode,
+    **{(m, n): f for m in ('builtins', '__builtin__')
+       for n, f in (('set', set), ('frozenset', frozenset), ('complex', complex), ('getattr', _history_getattr))},
+    ('numpy', 'ndarray'): np.ndarray,
+    ('numpy', 'dtype'): np.dtype,
+    **{(m, n): f for m in _NP_CORE for n, f in _NP_PICKLE.items()},
+    ('mmengine.logging.history_buffer', 'HistoryBuffer'): _HistoryBuffer,
+    ('argparse', 'Namespace'): _Namespace,
+    **_DTYPES,
 }
+#: names torch's unpickler resolves itself (to the objects above); torch maps ``__builtin__`` to ``builtins``
+TORCH_DEFAULTS = {('collections', 'OrderedDict'), ('torch._utils', '_rebuild_tensor_v2'),
+                  ('torch._utils', '_rebuild_parameter'), ('torch', 'Tensor'), ('torch.nn.parameter', 'Parameter'),
+                  ('torch', 'Size'), ('torch', 'device'), ('_codecs', 'encode'), ('builtins', 'set'),
+                  ('builtins', 'complex'), *_DTYPES}
+#: names a file may call (REDUCE); the others are only values (classes, dtypes)
+CALLABLE = {k for k in ALLOWED_GLOBALS if k not in _DTYPES and k[1] not in (
+    'Tensor', 'Parameter', 'ndarray', 'HistoryBuffer', 'Namespace')}
+#: classes a file may instantiate (NEWOBJ without arguments, then BUILD with their state)
+NEWOBJ = {('mmengine.logging.history_buffer', 'HistoryBuffer'), ('argparse', 'Namespace')}
+#: storage types a storage id may name (``torch.cuda.FloatStorage`` in old files), with their element type
+STORAGES = {f'{m}.{n}Storage': getattr(torch, d) for m in ('torch', 'torch.cuda') for n, d in (
+    ('Bool', 'bool'), ('Byte', 'uint8'), ('Char', 'int8'), ('Short', 'int16'), ('Int', 'int32'), ('Long', 'int64'),
+    ('Half', 'float16'), ('Float', 'float32'), ('Double', 'float64'), ('BFloat16', 'bfloat16'),
+    ('ComplexFloat', 'complex64'), ('ComplexDouble', 'complex128'))}
+#: torch's allow-list during a load: the objects above under the names torch does not know, and the types
+#: whose state torch then lets a file set (numpy's dtype classes, our placeholders)
+_TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
+                  if (m, n) not in TORCH_DEFAULTS and m != '__builtin__'] + [
+                      (type(np.dtype(c)), f'numpy.dtypes.{type(np.dtype(c)).__name__}') for c in NUMERIC_DTYPES]
 
 
-# ---------------------------------------------------------------------------------------------- unpickler
-class RestrictedUnpickler(pickle._Unpickler):
-    """A pure-Python unpickler that only builds data (see the module docstring).
+# ---------------------------------------------------------------------------------------------- before torch
+#: the opcodes torch's weights-only unpickler reads (protocol 2, what ``torch.save`` writes)
+_OPCODES = frozenset(
+    'PROTO STOP GLOBAL NEWOBJ REDUCE BUILD APPEND APPENDS SETITEM SETITEMS MARK TUPLE TUPLE1 TUPLE2 TUPLE3 NONE '
+    'NEWFALSE NEWTRUE EMPTY_TUPLE EMPTY_LIST EMPTY_DICT EMPTY_SET BININT BININT1 BININT2 BINFLOAT BINUNICODE '
+    'SHORT_BINSTRING BINPERSID BINGET LONG_BINGET BINPUT LONG_BINPUT LONG1'.split())
+_CONSTANTS = dict(NONE=None, NEWFALSE=False, NEWTRUE=True, EMPTY_TUPLE=())
+_HOOKS_ARG = {'torch._utils._rebuild_tensor_v2': 5, 'torch._utils._rebuild_parameter': 2}
 
-    Subclassed per load by :func:`_pickle_module` with ``_refuse`` (error factory naming the file),
-    ``_limit`` (the file's size) and ``_callables`` (from :func:`_make_callables`).
-    """
-    dispatch = dict(pickle._Unpickler.dispatch)
-    _refuse = _Refuser('<unknown>')
-    _limit = 0
-    _callables = {}
 
-    def find_class(self, module, name):
-        target = ALLOWED_GLOBALS.get((module, name))
-        if target is None:
-            raise self._refuse(f'the global {module}.{name}')
-        return self._callables[target] if isinstance(target, str) else target
+class _Name(str):
+    """A global, as the scan sees it."""
 
-    @property
-    def persistent_load(self):
-        fn = getattr(self, '_persistent_load', None)
-        if fn is None:
-            raise self._refuse('a persistent id outside a torch archive')
-        return fn
+    def __new__(cls, module, name):
+        out = super().__new__(cls, f'{module}.{name}')
+        out.key, out.shown_as = (module, name), f'{module}.{name}'
+        return out
 
-    @persistent_load.setter
-    def persistent_load(self, fn):
-        refuse, limit = self._refuse, self._limit
 
-        def checked(pid):
-            if not (isinstance(pid, tuple) and len(pid) in (5, 6)):
-                raise refuse(f'the persistent id {_short(pid)}')
-            kind = pid[0].decode('ascii') if isinstance(pid[0], bytes) else pid[0]
-            storage_type, key, location, numel = pid[1:5]
-            dtype = getattr(storage_type, 'dtype', None)
-            if kind != 'storage' or not isinstance(dtype, torch.dtype) or \
-                    type(storage_type) is not torch.serialization.StorageType:
-                raise refuse(f'the persistent id {_short(pid)} (only tensor storages are allowed)')
-            if not (isinstance(key, str) and re.fullmatch(r'\w{1,64}', key) and isinstance(location, str) and
-                    len(location) < 64 and type(numel) is int and 0 <= numel * torch._utils._element_size(dtype)
-                    <= limit):
-                raise refuse(f'a storage {_short((key, location, numel))} larger than the file or badly named')
-            if len(pid) == 6 and not (pid[5] is None or _is_int_tuple(pid[5])):
-                raise refuse(f'the storage view {_short(pid[5])}')
-            return fn(pid)
+class _Made:
+    """An object the pickle builds, as the scan sees it: what made it, whether items were put in it."""
 
-        self._persistent_load = checked
+    def __init__(self, by, filled=False, is_hooks=False):
+        self.by, self.filled, self.is_hooks, self.shown_as = by, filled, is_hooks, f'the result of {by}'
 
-    # -- opcodes that build or mutate objects
-    def load_reduce(self):
-        args = self.stack.pop()
-        func = self.stack[-1]
-        if not any(func is c for c in self._callables.values()):
-            raise self._refuse(f'a call of {_short(func)}')
-        if type(args) is not tuple:
-            raise self._refuse('a call with non-tuple arguments')
-        self.stack[-1] = func(*args)
+    def fill(self):
+        if self.is_hooks:
+            raise _Refusal('a tensor with backward hooks')
+        self.filled = True
 
-    dispatch[pickle.REDUCE[0]] = load_reduce
 
-    def load_newobj(self):
-        args = self.stack.pop()
-        cls = self.stack.pop()
-        if cls not in _NEWOBJ_STUBS or args != ():
-            raise self._refuse(f'a new object of {_short(cls)}')
-        self.append(cls())
+def _made_by(x, *names):
+    return isinstance(x, _Made) and any(x.by == n or x.by.endswith('.' + n) for n in names)
 
-    dispatch[pickle.NEWOBJ[0]] = load_newobj
 
-    def load_newobj_ex(self):
-        kwargs = self.stack.pop()
-        args = self.stack.pop()
-        cls = self.stack.pop()
-        if cls not in _NEWOBJ_STUBS or args != () or kwargs != {}:
-            raise self._refuse(f'a new object of {_short(cls)}')
-        self.append(cls())
+def _check_call(func, args):
+    """The arguments a file passes, where the callee would let the file choose more than data."""
+    if func == '_codecs.encode' and not (len(args) == 2 and isinstance(args[0], str) and
+                                         args[1] in ('latin1', 'latin-1')):
+        raise _Refusal(f'_codecs.encode{_short(args)} (only latin1 bytes are allowed)')
+    if func == 'numpy.dtype' and not (len(args) in (1, 3) and args[0] in NUMERIC_DTYPES):
+        raise _Refusal(f'numpy dtype {_short(args[0] if args else None)} (object, string, void and structured '
+                       'dtypes are refused)')
+    if func.endswith('._reconstruct') and not (len(args) == 3 and args[0] == 'numpy.ndarray' and args[1] == (0, )):
+        raise _Refusal(f'numpy _reconstruct{_short(args)} (only an empty numpy.ndarray is allowed)')
+    if func.endswith('.scalar') and not (len(args) == 2 and _made_by(args[0], 'numpy.dtype')):
+        raise _Refusal('a numpy scalar without a plain numeric dtype (object scalars are refused)')
+    tensor_calls = [(func, args)]
+    if func == 'torch._utils._rebuild_from_type_v2' and len(args) == 4:
+        tensor_calls.append(('torch._utils._rebuild_tensor_v2', args[2]))
+    for name, call_args in tensor_calls:  # backward hooks: an empty dict, never filled later
+        i = _HOOKS_ARG.get(name)
+        hooks = call_args[i] if i is not None and type(call_args) is tuple and len(call_args) > i else None
+        if hooks is not None and not (_made_by(hooks, 'dict', 'OrderedDict') and not hooks.filled):
+            raise _Refusal('a tensor with backward hooks')
+        if hooks is not None:
+            hooks.is_hooks = True
 
-    dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
 
-    def load_build(self):
-        state = self.stack.pop()
-        inst = self.stack[-1]
-        if type(inst) is collections.OrderedDict and _is_state_dict_metadata(state):
-            inst._metadata = state['_metadata']  # module versions torch keeps with every state_dict
+def _check_state(inst, state):
+    """BUILD: only on numpy dtypes and arrays, our placeholders and OrderedDicts, with states of data."""
+    if _made_by(inst, 'numpy.dtype'):
+        if not (type(state) is tuple and len(state) in (8, 9) and state[0] in (3, 4) and
+                state[1] in ('<', '>', '|', '=') and all(s is None for s in state[2:5])):
+            raise _Refusal(f'a numpy dtype with state {_short(state)} (only plain numeric dtypes are allowed)')
+    elif _made_by(inst, '_reconstruct'):
+        if not (type(state) is tuple and len(state) == 5 and _made_by(state[2], 'numpy.dtype')):
+            raise _Refusal('a numpy array without a plain numeric dtype (object, string or structured arrays '
+                           'are refused)')
+        if not (isinstance(state[4], str) or _made_by(state[4], '_codecs.encode')):
+            raise _Refusal(f'a numpy array whose data is {_short(state[4])}, not bytes (an object array)')
+    elif not (_made_by(inst, 'OrderedDict', 'HistoryBuffer', 'Namespace') and _made_by(state, 'dict')):
+        raise _Refusal(f'setting the state of {_short(inst)}')
+
+
+def _storage(pid, limit):
+    if not (type(pid) is tuple and len(pid) in (5, 6) and pid[0] == 'storage' and pid[1] in STORAGES):
+        raise _Refusal(f'the persistent id {_short(pid)} (only tensor storages are allowed)')
+    if not (type(pid[4]) is int and 0 <= pid[4] * STORAGES[pid[1]].itemsize <= limit):
+        raise _Refusal(f'a storage of {_short(pid[4])} elements, larger than the file')
+    return _Made('storage')
+
+
+def _scan_pickle(f, limit):
+    """Follow one pickle as torch's unpickler will, and refuse before it runs what torch's default allow-list
+    would let through: another global, opcode or storage type, a call of a non-callable (``torch.Tensor(n)``
+    allocates), a new object of another class, the arguments and states :func:`_check_call` and
+    :func:`_check_state` refuse, a storage larger than the file."""
+    stack, metastack, memo = [], [], {}
+    for op, arg, _ in pickletools.genops(f):
+        code = op.name
+        if code not in _OPCODES:
+            raise _Refusal(f'the pickle opcode {code} (torch\'s weights-only unpickler reads pickle protocol 2, what '
+                           'torch.save writes by default)')
+        if code == 'STOP':
             return
-        if type(inst) not in (_DtypeStub, _ArrayStub, _HistoryBufferStub, _NamespaceStub):
-            raise self._refuse(f'setting the state of {_short(inst)}')
-        inst.build(state, self._refuse)
-
-    dispatch[pickle.BUILD[0]] = load_build
-
-    def _refuse_opcode(name):
-
-        def refuse(self):
-            raise self._refuse(f'the pickle opcode {name}')
-
-        return refuse
-
-    for _op in ('INST', 'OBJ', 'EXT1', 'EXT2', 'EXT4'):
-        dispatch[getattr(pickle, _op)[0]] = _refuse_opcode(_op)
-    del _op, _refuse_opcode
-
-    def load_setitem(self):
-        value = self.stack.pop()
-        key = self.stack.pop()
-        self._check_type(self.stack[-1], (dict, collections.OrderedDict), 'SETITEM')
-        self.stack[-1][key] = value
-
-    dispatch[pickle.SETITEM[0]] = load_setitem
-
-    def load_setitems(self):
-        items = self.pop_mark()
-        target = self.stack[-1]
-        self._check_type(target, (dict, collections.OrderedDict), 'SETITEMS')
-        if len(items) % 2:
-            raise self._refuse('SETITEMS with an odd number of items')
-        for i in range(0, len(items), 2):
-            target[items[i]] = items[i + 1]
-
-    dispatch[pickle.SETITEMS[0]] = load_setitems
-
-    def load_append(self):
-        value = self.stack.pop()
-        self._check_type(self.stack[-1], (list, ), 'APPEND')
-        self.stack[-1].append(value)
-
-    dispatch[pickle.APPEND[0]] = load_append
-
-    def load_appends(self):
-        items = self.pop_mark()
-        self._check_type(self.stack[-1], (list, ), 'APPENDS')
-        self.stack[-1].extend(items)
-
-    dispatch[pickle.APPENDS[0]] = load_appends
-
-    def load_additems(self):
-        items = self.pop_mark()
-        self._check_type(self.stack[-1], (set, ), 'ADDITEMS')
-        self.stack[-1].update(items)
-
-    dispatch[pickle.ADDITEMS[0]] = load_additems
-
-    def _check_type(self, obj, types_, op):
-        if type(obj) not in types_:
-            raise self._refuse(f'{op} on {type(obj).__name__}')
+        if code == 'MARK':
+            metastack.append(stack)
+            stack = []
+        elif code in ('TUPLE', 'APPENDS', 'SETITEMS'):
+            items, stack = stack, metastack.pop()
+            if code == 'TUPLE':
+                stack.append(tuple(items))
+            elif isinstance(stack[-1], _Made):
+                stack[-1].fill()
+        elif code in ('TUPLE1', 'TUPLE2', 'TUPLE3'):
+            n = int(code[-1])
+            if len(stack) < n:
+                raise IndexError('pop from empty stack')
+            stack[-n:] = [tuple(stack[-n:])]
+        elif code in ('APPEND', 'SETITEM'):
+            del stack[-(2 if code == 'SETITEM' else 1):]
+            if isinstance(stack[-1], _Made):
+                stack[-1].fill()
+        elif code == 'BUILD':
+            _check_state(stack[-2], stack.pop())
+            stack[-1].fill()
+        elif code == 'REDUCE':
+            args, func = stack.pop(), stack[-1]
+            if not (isinstance(func, _Name) and func.key in CALLABLE and type(args) is tuple):
+                raise _Refusal(f'a call of {_short(func)}' + ('' if type(args) is tuple else ' without a tuple'))
+            _check_call(func, args)
+            stack[-1] = _Made(func, filled=args != ())
+        elif code == 'NEWOBJ':
+            args, cls = stack.pop(), stack.pop()
+            if not (isinstance(cls, _Name) and cls.key in NEWOBJ and args == ()):
+                raise _Refusal(f'a new object of {_short(cls)}')
+            stack.append(_Made(cls))
+        elif code == 'BINPERSID':
+            stack[-1] = _storage(stack[-1], limit)
+        elif code in ('BINPUT', 'LONG_BINPUT'):
+            memo[arg] = stack[-1]
+        elif code in ('BINGET', 'LONG_BINGET'):
+            stack.append(memo[arg])
+        elif code == 'GLOBAL':
+            name = _Name(*arg.split(' ', 1))
+            if name.key not in ALLOWED_GLOBALS and name not in STORAGES:
+                raise _Refusal(f'the global {name}')
+            stack.append(name)
+        elif code.startswith('EMPTY_') and code != 'EMPTY_TUPLE':
+            stack.append(_Made(code[6:].lower()))
+        elif code != 'PROTO':
+            stack.append(_CONSTANTS.get(code, arg))
+    raise ValueError('pickle exhausted before STOP')
 
 
-def _is_state_dict_metadata(state) -> bool:
+class _Bounded:
+    """A file whose reads never ask for more than what is left (pickletools reads an opcode's declared length)."""
+
+    def __init__(self, f, end):
+        self.f, self.end = f, end
+
+    def read(self, n):
+        return self.f.read(max(0, min(n, self.end - self.f.tell())))
+
+    def readline(self):
+        return self.f.readline(max(0, self.end - self.f.tell()))
+
+
+def _offsets_as_written(f, z, size):
+    """zipfile shifts every offset when the central directory does not end where the end records say (data
+    put before an archive); torch's reader does not, so the two would read different records."""
+    end = size - 22 - len(z.comment)
+    f.seek(end - 76)
+    zip64, locator, record = (lambda b: (b[:56], b[56:76], b[76:]))(f.read(98))
+    found = [struct.unpack('<II', record[12:20])]  # (size, offset) of the central directory
+    if locator[:4] == b'PK\x06\x07':  # a zip64 end record, where zipfile expects it
+        end -= 76
+        if struct.unpack('<Q', locator[8:16])[0] != end or zip64[:4] != b'PK\x06\x06':
+            return False
+        found.append(struct.unpack('<QQ', zip64[40:56]))
+    return all(cd_size + cd_offset == end or 0xFFFFFFFF in (cd_size, cd_offset) for cd_size, cd_offset in found)
+
+
+def _data_pickle(f, size) -> bytes:
+    """The ``data.pkl`` torch reads from a zip checkpoint, after checking the archive."""
+    with zipfile.ZipFile(f) as z:
+        infos = z.infolist()
+        names = [i.filename for i in infos]
+        top = names[0].split('/')[0] + '/' if names else '/'
+        if any(n.endswith('constants.pkl') for n in names):
+            raise _Refusal('TorchScript code (a torch.jit archive; load it with torch.jit.load if you trust it)')
+        if len(set(names)) != len(names) or not all(n.startswith(top) for n in names):
+            raise _Refusal('archive records named twice or outside the archive folder')
+        if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > size:
+            raise _Refusal('archive records that are compressed or larger than the file')
+        if not _offsets_as_written(f, z, size):
+            raise _Refusal('a zip central directory away from where its end record puts it')
+        return z.read(top + 'data.pkl')
+
+
+def _scan_file(f, size):
+    """Check the archive and every pickle ``torch.load`` will read from ``f`` (an open file at offset 0)."""
+    try:
+        if f.read(4) == b'PK\x03\x04':  # torch's own test for a zip checkpoint
+            return _scan_pickle(io.BytesIO(_data_pickle(f, size)), size)
+        f.seek(0)
+        if tarfile.is_tarfile(f):
+            raise _Refusal('a tar archive (the torch < 0.4 format, which torch.load unpacks to disk)')
+        f.seek(0)
+        for _ in range(5):  # the legacy format: magic number, protocol, system info, the data, the storage keys
+            _scan_pickle(_Bounded(f, size), size)
+    finally:
+        f.seek(0)
+
+
+# ---------------------------------------------------------------------------------------------- after torch
+_LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
+
+
+def _is_state_dict_metadata(attrs) -> bool:
     """``{'_metadata': {module prefix: {'version': int, ...}}}``, the attribute of ``Module.state_dict()``."""
-    if not (isinstance(state, dict) and set(state) == {'_metadata'}):
-        return False
-    meta = state['_metadata']
+    meta = attrs.get('_metadata') if isinstance(attrs, dict) and set(attrs) == {'_metadata'} else None
     return type(meta) in (dict, collections.OrderedDict) and all(
         isinstance(k, str) and type(v) is dict and all(
             isinstance(a, str) and type(b) in (int, float, str, bool, type(None)) for a, b in v.items())
         for k, v in meta.items())
 
 
-def _pickle_module(source: str, limit: int):
-    """A pickle-module namespace for ``torch.load(pickle_module=...)`` bound to one file."""
-    refuse = _Refuser(source)
-    cls = type('RestrictedUnpickler', (RestrictedUnpickler, ),
-               dict(_refuse=refuse, _limit=limit, _callables=_make_callables(refuse, limit)))
-
-    def load(file, **kwargs):
-        return cls(file, **kwargs).load()
-
-    return types.SimpleNamespace(__name__='mmposmlp.utils.safe_load', Unpickler=cls, load=load,
-                                 UnpicklingError=pickle.UnpicklingError)
+def _history_state(x):
+    keys = {'max_length', '_log_history', '_count_history'}
+    state = x.state if isinstance(x.state, dict) else {}
+    if not (keys <= set(state) <= keys | {'statistics_methods'} and type(state['max_length']) is int and
+            all(type(state[k]) is np.ndarray for k in ('_log_history', '_count_history'))):
+        raise _Refusal(f'a HistoryBuffer with state {_short(sorted(map(str, state)) or x.state)}')
+    # the statistics methods are dropped: a load never changes HistoryBuffer._statistics_methods
+    return dict(log_history=state['_log_history'], count_history=state['_count_history'],
+                max_length=state['max_length'])
 
 
-# ---------------------------------------------------------------------------------------------- plain data
-_LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
-
-
-def _to_plain_loaded(obj, refuse):
-    """Replace placeholders by plain data; refuse cycles, deep nesting and anything not plain."""
+def _to_plain_loaded(obj, limit):
+    """Replace numpy values and placeholders by plain data; refuse cycles, deep nesting, tensors larger than
+    the file and anything not plain."""
     memo, active = {}, set()
 
     def walk(x, depth):
         t = type(x)
-        if t in _LEAVES or t is torch.Tensor or t is torch.nn.Parameter:
+        if t in _LEAVES:
             return x
-        if t is bytearray:
-            return bytes(x)
-        key = id(x)
-        if key in memo:
-            return memo[key]
-        if key in active:
-            raise refuse('a self-referencing structure')
+        if t in (torch.Tensor, torch.nn.Parameter):
+            if x.numel() * x.element_size() > limit:
+                raise _Refusal(f'a tensor of {x.numel()} elements, larger than the file')
+            return x
+        if id(x) in active:
+            raise _Refusal('a self-referencing structure')
         if depth > MAX_DEPTH:
-            raise refuse(f'data nested deeper than {MAX_DEPTH} levels')
-        active.add(key)
+            raise _Refusal(f'data nested deeper than {MAX_DEPTH} levels')
+        if id(x) not in memo:
+            active.add(id(x))
+            memo[id(x)] = convert(x, t, depth + 1)
+            active.discard(id(x))
+        return memo[id(x)]
+
+    def convert(x, t, depth):
         if t in (dict, collections.OrderedDict):
-            out = t((walk(k, depth + 1), walk(v, depth + 1)) for k, v in x.items())
-            if hasattr(x, '_metadata'):
-                out._metadata = x._metadata
-        elif t in (list, tuple, set, frozenset):
-            out = t(walk(v, depth + 1) for v in x)
-        elif t is _ArrayStub:
-            out = x.tensor()
-        elif t is _DtypeStub:
-            out = str(x.dtype())
-        elif t is _MethodRef:
-            out = f'HistoryBuffer.{x.name}'
-        elif t is _HistoryBufferStub:
-            if x.state is None:
-                raise refuse('a HistoryBuffer without state')
-            out = dict(log_history=x.state['_log_history'].tensor(),
-                       count_history=x.state['_count_history'].tensor(), max_length=x.state['max_length'])
-        elif t is _NamespaceStub:
-            out = {k: walk(v, depth + 1) for k, v in x.state.items()}
-        else:
-            raise refuse(f'an object of type {t.__name__}')
-        active.discard(key)
-        memo[key] = out
-        return out
+            out = t((walk(k, depth), walk(v, depth)) for k, v in x.items())
+            attrs = getattr(x, '__dict__', None)
+            if attrs and not _is_state_dict_metadata(attrs):
+                raise _Refusal(f'OrderedDict attributes {_short(sorted(map(str, attrs)))}')
+            if attrs:
+                out._metadata = attrs['_metadata']  # module versions torch keeps with every state_dict
+            return out
+        if t in (list, tuple, set, frozenset):
+            return t(walk(v, depth) for v in x)
+        if t is np.ndarray and x.dtype.str[1:] in NUMERIC_DTYPES:
+            return _array_to_plain(x)
+        if isinstance(x, np.generic) and x.dtype.str[1:] in NUMERIC_DTYPES:
+            return x.item()
+        if isinstance(x, np.dtype):
+            return str(x)
+        if t is _HistoryBuffer:
+            return walk(_history_state(x), depth)
+        if t is _Namespace and isinstance(x.state, dict) and all(isinstance(k, str) for k in x.state):
+            return {k: walk(v, depth) for k, v in x.state.items()}
+        raise _Refusal(f'{_short(x)} without a state of data' if t in (_HistoryBuffer, _Namespace) else
+                       f'an object of type {t.__name__}')
 
     return walk(obj, 0)
+
+
+# ---------------------------------------------------------------------------------------------- loading
+_ALLOW_LIST_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _torch_allow_list_is_ours():
+    """torch's process-wide allow-list holds exactly our entries during a load and the caller's after it."""
+    with _ALLOW_LIST_LOCK:
+        saved = torch.serialization.get_safe_globals()
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(_TORCH_ENTRIES)
+        try:
+            yield
+        finally:
+            torch.serialization.clear_safe_globals()
+            torch.serialization.add_safe_globals(saved)
+
+
+@contextlib.contextmanager
+def _opened(file):
+    """The file at offset 0: a path opened once (torch reads the handle the scan read), or a file object's
+    bytes from its current position."""
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, 'rb') as f:
+            yield f
+    else:
+        yield io.BytesIO(file.read())
+
+
+_READ_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+                RuntimeError, OverflowError, MemoryError, UnicodeDecodeError, struct.error, zipfile.BadZipFile,
+                RecursionError)
+
+
+def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trusted: Optional[bool] = None) -> Any:
+    """Load a torch checkpoint as data (see the module docstring).
+
+    Args:
+        file: a path or a binary file object.
+        map_location: as in ``torch.load``.
+        source: the name used in error messages (default: the path).
+        trusted: ``True`` unpickles without restrictions (runs code from the file); ``None`` (default) does so
+            only for files inside :func:`trusted_checkpoints`.
+    """
+    if source is None:
+        source = os.fspath(file) if isinstance(file, (str, os.PathLike)) else getattr(file, 'name', '<file object>')
+    if trusted is None:
+        trusted = is_trusted(file)
+    if trusted:
+        return torch.load(file, map_location=map_location, weights_only=False)
+    if isinstance(file, (str, os.PathLike)) and os.fspath(file).endswith('.safetensors'):
+        return torch.load(file, map_location=map_location, weights_only=True)
+    try:
+        with _opened(file) as f:
+            size = f.seek(0, io.SEEK_END)
+            f.seek(0)
+            _scan_file(f, size)
+            with _torch_allow_list_is_ours():
+                data = torch.load(f, map_location=map_location, weights_only=True, mmap=False)
+        return _to_plain_loaded(data, size)
+    except _Refusal as e:
+        raise UnsafeCheckpointError(f'refusing to load {source}: it asks for {e}, which a data-only load does not '
+                                    f'allow; {TRUST_HINT}.') from None
+    except _READ_ERRORS as e:
+        reason = ' '.join(str(e).split('WeightsUnpickler error: ')[-1].split())[:200]
+        raise UnsafeCheckpointError(f'cannot load {source}: it is not a readable torch checkpoint '
+                                    f'({type(e).__name__}: {reason}).') from None
 
 
 # ---------------------------------------------------------------------------------------------- trust
@@ -606,84 +544,12 @@ def add_trust_argument(parser):
                         'a class). Without it, checkpoints load as data only.')
     return parser
 
-
-# ---------------------------------------------------------------------------------------------- loading
-def _file_size(file) -> int:
-    if isinstance(file, (str, os.PathLike)):
-        return osp.getsize(file)
-    pos = file.tell()
-    file.seek(0, io.SEEK_END)
-    size = file.tell() - pos
-    file.seek(pos)
-    return size
-
-
-def _check_archive(file, refuse, size):
-    """Refuse TorchScript archives (torch.load would run them) and compressed or overlapping records."""
-    pos = None if isinstance(file, (str, os.PathLike)) else file.tell()
-    try:
-        if not zipfile.is_zipfile(file):
-            return
-        if pos is not None:
-            file.seek(pos)
-        with zipfile.ZipFile(file) as z:
-            infos = z.infolist()
-    except (zipfile.BadZipFile, OSError) as e:
-        raise UnsafeCheckpointError(f'cannot load {refuse.source}: it is a damaged archive ({e}).') from None
-    finally:
-        if pos is not None:
-            file.seek(pos)
-    names = [i.filename for i in infos]
-    if any(n.endswith('constants.pkl') for n in names):
-        raise refuse('TorchScript code (a torch.jit archive; load it with torch.jit.load if you trust it)')
-    if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > size:
-        raise refuse('archive records that are compressed or larger than the file')
-
-
-def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trusted: Optional[bool] = None) -> Any:
-    """Load a torch checkpoint as data (see the module docstring).
-
-    Args:
-        file: a path or a binary file object.
-        map_location: as in ``torch.load``.
-        source: the name used in error messages (default: the path).
-        trusted: ``True`` unpickles without restrictions (runs code from the file); ``None`` (default) does so
-            only for files inside :func:`trusted_checkpoints`.
-    """
-    if source is None:
-        source = os.fspath(file) if isinstance(file, (str, os.PathLike)) else getattr(file, 'name', '<file object>')
-    if trusted is None:
-        trusted = is_trusted(file)
-    if trusted:
-        return torch.load(file, map_location=map_location, weights_only=False)
-    if isinstance(file, (str, os.PathLike)) and os.fspath(file).endswith('.safetensors'):
-        return torch.load(file, map_location=map_location, weights_only=True)
-    refuse = _Refuser(source)
-    size = _file_size(file)
-    _check_archive(file, refuse, size)
-    if os.environ.get('TORCH_FORCE_WEIGHTS_ONLY_LOAD', '0').lower() in ('1', 'y', 'yes', 'true'):
-        return torch.load(file, map_location=map_location, weights_only=True)  # torch's own restricted loader
-    with warnings.catch_warnings():
-        warnings.filterwarnings('ignore', message='.*weights_only.*')
-        try:
-            data = torch.load(file, map_location=map_location, weights_only=False,
-                              pickle_module=_pickle_module(source, size))
-        except UnsafeCheckpointError:
-            raise
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-                RuntimeError, OverflowError, MemoryError, UnicodeDecodeError, struct.error) as e:
-            raise UnsafeCheckpointError(f'cannot load {source}: it is not a readable torch checkpoint '
-                                        f'({type(e).__name__}: {str(e)[:200]}).') from None
-    return _to_plain_loaded(data, refuse)
-
-
 # ---------------------------------------------------------------------------------------------- saving
-_NUMERIC_KINDS = 'biufc'
 _warned_types = set()
 
 
 def _array_to_plain(arr: np.ndarray):
-    if arr.dtype.kind in _NUMERIC_KINDS and arr.dtype.str[1:] in _DtypeStub.NUMERIC:
+    if arr.dtype.str[1:] in NUMERIC_DTYPES:
         return torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder('=')).copy())
     return to_plain_checkpoint(arr.tolist())
 
@@ -705,8 +571,9 @@ def to_plain_checkpoint(obj):
         if id(x) in memo:
             return memo[id(x)]
         if isinstance(x, HistoryBuffer):
-            out = dict(log_history=_array_to_plain(np.asarray(x._log_history)),
-                       count_history=_array_to_plain(np.asarray(x._count_history)), max_length=int(x.max_length))
+            log, count = x.data
+            out = dict(log_history=_array_to_plain(np.asarray(log)), count_history=_array_to_plain(np.asarray(count)),
+                       max_length=int(x.max_length))
         elif isinstance(x, np.ndarray):
             out = _array_to_plain(x)
         elif isinstance(x, np.generic):
@@ -746,9 +613,7 @@ def history_buffer_from_plain(state):
     def arr(v):
         return v.detach().cpu().numpy().copy() if isinstance(v, torch.Tensor) else np.asarray(v)
 
-    buf = HistoryBuffer(max_length=int(state['max_length']))
-    buf._log_history, buf._count_history = arr(state['log_history']), arr(state['count_history'])
-    return buf
+    return HistoryBuffer(arr(state['log_history']), arr(state['count_history']), int(state['max_length']))
 
 
 # ---------------------------------------------------------------------------------------------- mmengine
@@ -824,13 +689,12 @@ def _load_from_http(filename, map_location, model_dir=None, progress=True):
 
 
 def register_mmengine_loaders() -> None:
-    """Make mmengine's ``CheckpointLoader`` read local and http(s) files with :func:`load_checkpoint`.
+    """Make mmengine's ``CheckpointLoader`` read local and http(s) files with :func:`load_checkpoint`
+    (mmengine's public ``register_scheme``; calling it again changes nothing).
 
-    Called when ``mmposmlp`` is imported (``custom_imports`` or a ``type='mmposmlp.X'`` do that), so stock
-    APIs (Inferencers, ``get_model``, ``init_recognizer``, the libraries' tools/test.py) read mmengine
-    checkpoints as data under torch >= 2.6. Registering is the only global change; loads change nothing.
+    Once registered, stock APIs (Inferencers, ``get_model``, ``init_recognizer``, the libraries'
+    tools/test.py) read mmengine checkpoints as data. Registering is the only global change; loads change nothing.
     """
     from mmengine.runner.checkpoint import CheckpointLoader
-    if CheckpointLoader._schemes.get('') is not _load_from_local:
-        CheckpointLoader.register_scheme(prefixes='', loader=_load_from_local, force=True)
-        CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), loader=_load_from_http, force=True)
+    CheckpointLoader.register_scheme(prefixes='', loader=_load_from_local, force=True)
+    CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), loader=_load_from_http, force=True)

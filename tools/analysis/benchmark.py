@@ -141,7 +141,7 @@ def _specs(args):
 
 
 def _flops(built, shape):
-    from mmposmlp.analysis.complexity import count_flops
+    from tools.analysis.params_flops import count_flops
     one = (1, *shape[1:])
     return count_flops(built.module if built.is_backbone else built.module, one, scope=built.scope)[0]
 

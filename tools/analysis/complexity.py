@@ -5,7 +5,7 @@ FLOP counter: ``fvcore.nn.FlopCountAnalysis`` with **1 multiply-add = 1 FLOP** (
 convention). Inputs/parts counted: classification 224x224 whole model; segmentation 512x512
 backbone+neck+heads; detection 800x1280 backbone+neck (heads hold data-dependent proposal code);
 video 16x224x224 (24 frames for 24x4x1 configs) backbone+head. Reported numbers: the table
-:data:`mmposmlp.analysis.complexity.REPORTED` (transcribed from the papers), else a family's
+:data:`tools/analysis/params_flops.py` ``REPORTED`` (transcribed from the papers), else a family's
 ``configs/<family>/metafile.yml`` entry whose ``Parameters``/``FLOPs`` line is commented
 ``# reported``. A config that fails to build or trace is listed with ``n/a`` and the reason.
 
@@ -30,7 +30,7 @@ import warnings
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmposmlp.analysis import complexity as C  # noqa: E402
+from tools.analysis import params_flops as C  # noqa: E402
 
 
 def main(argv=None):

@@ -4,7 +4,7 @@
     python tools/misc/inference_demo.py CONFIG CHECKPOINT IMAGE [--out out.jpg] [--score-thr 0.3]
 
 A thin wrapper around mmdet's ``DetInferencer``; importing mmposmlp makes mmengine read checkpoints as data
-(see README, "Checkpoints and safety").
+(see docs/checkpoints.md).
 """
 import argparse
 import os

@@ -457,7 +457,7 @@ def main(argv=None):
     ckpt = init.get('checkpoint') if isinstance(init, dict) else None
     if ckpt:
         state = 'is downloaded on first use' if '://' in ckpt else 'exists' if osp.isfile(ckpt) else \
-            'DOES NOT EXIST yet (see README "Official weights")'
+            'DOES NOT EXIST yet (see docs/checkpoints.md)'
         print(f'the backbone starts from {ckpt}, which {state}; change with --pretrained CKPT or --no-pretrained')
     else:
         print('the backbone starts from random weights (init_cfg=None); --pretrained CKPT to start from weights')

@@ -2,7 +2,7 @@
 (:data:`ROWS`: the paper's table and row, its reported metrics, params and FLOPs), everything else derived.
 
 Derived: ``Batch Size``, ``Epochs``/``Iterations``, ``Training Resources`` and ``Training Techniques`` from
-the config (:mod:`mmposmlp.analysis.metafile`, the rules the metafile tests check), ``Parameters`` and
+the config (``.dev_scripts/metafile_rules.py``, the rules the metafile tests check), ``Parameters`` and
 ``FLOPs`` from ``docs/model_zoo.md`` (``tools/analysis/complexity.py``), the collection (paper, code,
 architecture) from the family's own ``configs/<family>/metafile.yml``. The papers' figures are written as
 ``# reported`` (metrics) and ``Paper Parameters`` / ``Paper FLOPs``.
@@ -25,6 +25,15 @@ _P, _C, _W, _V = 'PosMLP paper', 'CPVT paper', 'Wave-MLP paper', 'PosMLP-Video p
 _HALF = ' (trained on half of ImageNet-1k, the paper\'s ImageNet1K^0.5)'
 _T2 = ' (direct evaluation at {} of the 224x224 model, no fine-tuning)'
 
+
+
+def _metafile_rules():
+    """``.dev_scripts/metafile_rules.py``: batch size, epochs and techniques derived from a config."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('metafile_rules', osp.join(ROOT, '.dev_scripts', 'metafile_rules.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 def top1(v):
     return {'Top 1 Accuracy': v}
@@ -318,7 +327,7 @@ def model_entry(cfg_rel: str, collection: str, zoo: dict) -> list:
     """The metafile lines of one paper-table config."""
     from mmengine.config import Config
 
-    from mmposmlp.analysis.metafile import derived_metadata
+    derived_metadata = _metafile_rules().derived_metadata
     stem = osp.splitext(osp.basename(cfg_rel))[0]
     if stem not in ROWS:
         raise KeyError(f'{cfg_rel} has no row in ROWS of {osp.relpath(__file__, ROOT)}: add one '
@@ -377,7 +386,7 @@ def collection_lines(family: str) -> tuple:
 def write_metafiles(root=ROOT, check=False) -> list:
     """Write (or with ``check``, only compare) the paper-table metafiles; returns the files written (or, with
     ``check``, those whose content differs from what the rows give)."""
-    from mmposmlp.analysis.metafile import zoo_rows
+    zoo_rows = _metafile_rules().zoo_rows
     zoo = zoo_rows(osp.join(root, 'docs', 'model_zoo.md'))
     by_family = {}
     for cfg in paper_table_configs(root):

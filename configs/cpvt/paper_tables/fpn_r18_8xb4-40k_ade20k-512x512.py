@@ -8,7 +8,8 @@
 # mmseg 1.x has no ResNet-18 Semantic FPN config; this is mmseg's fpn_r50 with depth 18.
 _base_ = [
     'mmseg::_base_/models/fpn_r50.py', 'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_40k.py'
+    'mmseg::_base_/default_runtime.py', 'mmseg::_base_/schedules/schedule_40k.py',
+    '../../_base_/runner.py',
 ]
 crop_size = (512, 512)
 data_preprocessor = dict(size=crop_size)

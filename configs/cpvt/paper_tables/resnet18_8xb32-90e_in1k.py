@@ -6,7 +6,7 @@
 # Evaluation: torchvision's, as the reported figure was measured: PIL bilinear resize of the short side to
 # 256 (antialiased), centre crop 224. mmpretrain's config resizes with cv2 (no antialiasing): up to 21 grey
 # levels from torchvision's input on tests/test_eval_pipeline_parity.py's images.
-_base_ = 'mmpretrain::resnet/resnet18_8xb32_in1k.py'
+_base_ = ['mmpretrain::resnet/resnet18_8xb32_in1k.py', '../../_base_/runner.py']
 
 train_cfg = dict(max_epochs=90)
 

@@ -5,7 +5,7 @@
 # we keep Swin-T's own (mmpretrain's swin-tiny_16xb64_in1k.py = the official Swin recipe: 300 epochs,
 # batch 1024, AdamW, cosine, 20 warm-up epochs, grad clip 5), with no weight decay on the PEGs (as
 # CPVT / Twins do).
-_base_ = 'mmpretrain::swin_transformer/swin-tiny_16xb64_in1k.py'
+_base_ = ['mmpretrain::swin_transformer/swin-tiny_16xb64_in1k.py', '../../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 model = dict(backbone=dict(type='mmposmlp.SwinPEG', peg_positions=(0, )))

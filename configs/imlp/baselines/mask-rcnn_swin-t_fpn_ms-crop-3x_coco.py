@@ -8,7 +8,7 @@
 # tests/test_imlp_baselines.py proves everything but the backbone equal to the +IMLP config (a drift between
 # the two fails it) and the backbone equal to the upstream one. custom_imports as in the +IMLP config, so the
 # configs stay equal (this model needs no mmposmlp type).
-_base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py'
+_base_ = ['mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py', '../../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 # mmengine's LinearLR reaches the full lr at end - 1, hence end=501.

@@ -9,7 +9,7 @@
 # tests/test_imlp_baselines.py proves everything but the backbone equal to the +IMLP config (a drift between
 # the two fails it) and the backbone equal to the upstream one. custom_imports as in the +IMLP config, so the
 # configs stay equal (this model needs no mmposmlp type).
-_base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
+_base_ = ['mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py', '../../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
 # mmengine's LinearLR and PolyLR divide by end - begin - 1, hence 1501 and 160001.

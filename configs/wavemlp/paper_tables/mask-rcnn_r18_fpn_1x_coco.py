@@ -5,7 +5,7 @@
 # wd 1e-4, 12 epochs, steps at 8 and 11, 1333x800, 8 GPUs x 2 images), with the 500-iteration warm-up of
 # mmdet 2.x (the PVT paper's mmdet), as our ResNet-18 RetinaNet row (../../cpvt/paper_tables/
 # retinanet_r18_fpn_8xb2-1x_coco.py: mmdet's own retinanet_r18_fpn_1x_coco.py) does.
-_base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
+_base_ = ['mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', '../../_base_/runner.py']
 
 model = dict(
     backbone=dict(depth=18, init_cfg=dict(type='Pretrained', checkpoint='torchvision://resnet18')),

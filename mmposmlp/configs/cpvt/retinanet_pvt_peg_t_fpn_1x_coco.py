@@ -154,6 +154,7 @@ param_scheduler = [
         type='MultiStepLR'),
 ]
 resume = False
+runner_type = 'mmposmlp.Runner'
 test_cfg = dict(_scope_='mmdet', type='TestLoop')
 test_dataloader = dict(
     batch_size=1,

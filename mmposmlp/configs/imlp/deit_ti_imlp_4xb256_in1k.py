@@ -110,6 +110,7 @@ param_scheduler = [
 ]
 randomness = dict(deterministic=False, seed=None)
 resume = False
+runner_type = 'mmposmlp.Runner'
 test_cfg = dict()
 test_dataloader = dict(
     batch_size=64,

@@ -166,6 +166,7 @@ param_scheduler = [
 ]
 pretrained = 'checkpoints/posmlp-t_in1k_mmposmlp.pth'
 resume = False
+runner_type = 'mmposmlp.Runner'
 test_cfg = dict(_scope_='mmseg', type='TestLoop')
 test_dataloader = dict(
     batch_size=1,

@@ -134,6 +134,7 @@ param_scheduler = [
         warmup_value=1e-06),
 ]
 resume = False
+runner_type = 'mmposmlp.Runner'
 test_cfg = dict(type='TestLoop')
 test_dataloader = dict(
     batch_size=1,

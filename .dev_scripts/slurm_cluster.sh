@@ -5,8 +5,8 @@
 # network namespace (Debian's Slurm has no multiple-slurmd build), joined by a bridge in this namespace
 # where slurmctld, munged and the clients (srun, sbatch) run; the filesystem (munge socket, spool) is shared.
 #
-#   bash tools/misc/slurm_cluster.sh up   BASE   # install (if missing), start munged+slurmctld+slurmd, wait idle
-#   bash tools/misc/slurm_cluster.sh down BASE   # cancel jobs, stop the daemons by pid, remove BASE
+#   bash .dev_scripts/slurm_cluster.sh up   BASE   # install (if missing), start munged+slurmctld+slurmd, wait idle
+#   bash .dev_scripts/slurm_cluster.sh down BASE   # cancel jobs, stop the daemons by pid, remove BASE
 #
 # Knobs (env): NODE (hostname -s), PARTITION (debug), CTLD_PORT (6817), SLURMD_PORT (6818),
 # FAKE_GPUS (0: a CPU-only node; N>0 declares N fake GPUs backed by /dev/null so --gres=gpu:N is accepted),

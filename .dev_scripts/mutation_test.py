@@ -2,9 +2,9 @@
 """Mutation check: apply each curated mutant to a scratch copy of the repository, run the tests
 that should catch it, and report the score.
 
-    python tools/misc/mutation_test.py [--only ID ...] [--list] [--timeout S] [--json OUT]
+    python .dev_scripts/mutation_test.py [--only ID ...] [--list] [--timeout S] [--json OUT]
 
-The mutants (``tools/misc/mutants.py``) are small, realistic bugs - a sign, an off-by-one, a
+The mutants (``.dev_scripts/mutants.py``) are small, realistic bugs - a sign, an off-by-one, a
 dropped line, a widened allow-list - each with the test selection a developer would expect to
 catch it. A mutant is *killed* when that selection fails (or times out), *survives* when it
 passes (*equivalent* when the list explains why no test can tell it apart), and is *stale* when its source text no longer occurs exactly once (the list must follow
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 _IGNORE_EVERYWHERE = shutil.ignore_patterns('.git', '__pycache__', '*.egg-info', '.pytest_cache')
 _IGNORE_AT_ROOT = {'.venv', 'work_dirs', 'data', 'build', 'dist', '.gpu', '.whl'}  # generated, not source
 
@@ -39,7 +39,7 @@ def COPY_IGNORE(directory, names):
 
 
 def load_mutants():
-    spec = importlib.util.spec_from_file_location('mutants', osp.join(ROOT, 'tools', 'misc', 'mutants.py'))
+    spec = importlib.util.spec_from_file_location('mutants', osp.join(ROOT, '.dev_scripts', 'mutants.py'))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.MUTANTS
