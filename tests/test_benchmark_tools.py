@@ -272,3 +272,26 @@ def test_module_profile_of_a_training_step(tiny_cfg, tmp_path):
     assert tool.main([tiny_cfg, '--mode', 'train', '--batch', '1', '--shape', '32', '32', '--iters', '0',
                       '--module-profile', str(out)]) == 0
     assert 'saved for backward MiB' in out.read_text()
+
+
+def test_suite_summary_prints_posmlp_over_swin(monkeypatch, capsys, tmp_path):
+    """The summary's speed ratio is PosMLP's throughput over Swin's and its memory ratio PosMLP's peak over
+    Swin's (the comparisons themselves are stubbed: building four detector / recognizer pairs is minutes)."""
+    from tools.analysis import benchmark as tool
+    ran = []
+
+    def fake_run(args):
+        ran.append(args)
+        rows = [dict(name='posmlp', first_over_this=1.0, memory=dict(peak_mib=100.0)),
+                dict(name='swin', first_over_this=0.8, memory=dict(peak_mib=125.0))]
+        return dict(results=rows), 0
+
+    monkeypatch.setattr(tool, 'run', fake_run)
+    out = tmp_path / 's.json'
+    assert tool.main(['--suite', 'swin', '--iters', '1', '--json', str(out)]) == 0
+    assert len(ran) == 4 and all(a.memory for a in ran)
+    text = capsys.readouterr().out
+    assert text.count('   0.800        0.800') == 4
+    rep = json.loads(out.read_text())
+    assert [r['speed_ratio'] for r in rep['runs']] == [0.8] * 4
+    assert [r['memory_ratio'] for r in rep['runs']] == [0.8] * 4

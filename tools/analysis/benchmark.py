@@ -248,11 +248,11 @@ def _print_rows(rows, args, shape):
             line += f" {r['gflop_per_s']:8.2f}" if r.get('gflop_per_s') else f" {'-':>8s}"
         if args.memory:
             mem = r['memory'].get('peak_mib', float('nan'))
-            ratio = mem / first_mem if first_mem and mem == mem else float('nan')
+            ratio = first_mem / mem if first_mem and mem else float('nan')
             line += f" {mem:9.1f} {ratio:9.3f}"
         print(line)
     print('* ratio = throughput of the first candidate / this one (same run); '
-          'mem ratio = peak memory of this candidate / the first one\'s' if args.memory else
+          "mem ratio = the first candidate's peak memory / this one's" if args.memory else
           '* ratio = throughput of the first candidate / this one (same run)')
 
 
