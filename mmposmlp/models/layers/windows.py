@@ -263,6 +263,8 @@ class WindowLayout:
     def partition_map(self, x: torch.Tensor) -> torch.Tensor:
         """Unpadded map ``(B, *valid, C)`` -> windows ``(B, nW, N, C)``: :func:`pad_to_multiple` and
         :meth:`partition` as one scatter into zeros (no padded copy of the map)."""
+        if torch.jit.is_tracing():  # FLOP counters trace the model and know pad/permute, not index_copy_
+            return self.partition(pad_to_multiple(x, self.window))
         B, C = x.shape[0], x.shape[-1]
         index = _valid_slots(self.padded, self.valid, self.window, self.shift, str(x.device))
         windows = x.new_zeros(B, math.prod(self.padded), C)
@@ -272,6 +274,8 @@ class WindowLayout:
     def reverse_map(self, windows: torch.Tensor) -> torch.Tensor:
         """Windows -> the unpadded map ``(B, *valid, C)``, contiguous: :meth:`reverse` and :func:`crop` as
         one gather."""
+        if torch.jit.is_tracing():
+            return crop(self.reverse(windows), self.valid)
         B, C = windows.shape[0], windows.shape[-1]
         index = _valid_slots(self.padded, self.valid, self.window, self.shift, str(windows.device))
         return windows.reshape(B, -1, C).index_select(1, index).view(B, *self.valid, C)
