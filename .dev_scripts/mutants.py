@@ -285,7 +285,7 @@ MUTANTS = [
          replace='out = (attn.transpose(-2, -1) @ v).permute(0, 1, 4, 3, 2)',
          tests=['tests/test_lvt.py', '-k', 'official or mix_token'],
          why="CSA's k^2 x k^2 map read input-major: each output tap takes the wrong inputs"),
-    dict(id='lvt-converter-tap-proj-transposed', file='mmposmlp/models/backbones/lvt.py',
+    dict(id='lvt-converter-tap-proj-transposed', file='mmposmlp/models/converters/lvt.py',
          find='        return value.reshape(out_c // in_c, in_c, in_c)\n',
          replace='        return value.reshape(out_c // in_c, in_c, in_c).transpose(1, 2)\n',
          tests=['tests/test_lvt.py', '-k', 'official or mix_token'],

@@ -936,7 +936,8 @@ def test_upstream_tools_test_py_loads_our_checkpoints(library, toy_data, tmp_pat
         pytest.skip(f'{library} has no .mim/tools/test.py')
     template = RETINANET if library == 'mmdet' else SEM_FPN
     extra = "custom_imports = dict(imports=['mmposmlp'], allow_failed_imports=False)\nrunner_type = 'mmposmlp.Runner'\n"
-    if library == 'mmseg':
+    if library == 'mmseg':  # mmseg's tools/test.py builds mmengine's Runner whatever runner_type says
+        extra += "default_hooks = dict(data_only_checkpoints=dict(type='mmposmlp.DataOnlyCheckpointsHook'))\n"
         extra += ("test_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,\n"
                   "    dataset=dict(indices=2, data_root=data_root, pipeline=[dict(type='LoadImageFromFile'),\n"
                   "    dict(type='Resize', scale=(96, 96), keep_ratio=True),\n"

@@ -328,3 +328,18 @@ def test_posmlp_video_converter_checks_against_a_release_style_yaml(tmp_path):
     from mmposmlp.models.checkpoints import CheckpointMismatchError
     with pytest.raises(CheckpointMismatchError, match='shape'):
         tool.main([str(src), str(dst), '--official-cfg', str(tmp_path / 'cfg.yaml')])
+
+
+def test_converters_never_import_the_backbones():
+    """Backbones import their converter at module level; the converters stay below them (no circle)."""
+    import ast
+    import glob
+    root = osp.join(osp.dirname(DATA), '..', 'mmposmlp', 'models', 'converters')
+    paths = glob.glob(osp.join(root, '*.py'))
+    assert len(paths) >= 8
+    for path in paths:
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ImportFrom):
+                assert 'backbones' not in (node.module or ''), f'{path}:{node.lineno} imports a backbone'
+            elif isinstance(node, ast.Import):
+                assert not any('backbones' in a.name for a in node.names), f'{path}:{node.lineno}'

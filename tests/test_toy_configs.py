@@ -36,7 +36,8 @@ FRAGMENT_VARIANTS = {
 SLOW = {'posmlp/toy/posmlp-t_toy-in1k.py',
         'posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py', 'posmlp/toy/retinanet_posmlp-t_1x_toy-coco.py',
         'posmlp/toy/fpn_posmlp-t_toy-ade20k.py', 'posmlp/toy/upernet_posmlp-t_toy-ade20k.py',
-        'wavemlp/toy/retinanet_wavemlp-t_toy-coco.py', 'coco_instance', 'ade20k'}
+        'wavemlp/toy/retinanet_wavemlp-t_toy-coco.py', 'coco_instance', 'ade20k',
+        'posmlp/toy/tsn_posmlp-t_toy-kinetics400.py'}  # narrowed, in the default suite: tests/test_recognizer2d.py
 
 
 def _params(names, ids):

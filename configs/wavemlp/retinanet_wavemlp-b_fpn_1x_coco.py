@@ -7,4 +7,4 @@ _base_ = './retinanet_wavemlp-s_fpn_1x_coco.py'
 
 model = dict(
     backbone=dict(arch='b', init_cfg=dict(checkpoint='checkpoints/wavemlp-b_in1k_mmposmlp.pth')),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+    neck=dict(in_channels=[192, 384, 768]))

@@ -12,7 +12,7 @@ model = dict(
         _delete_=True,
         type='mmposmlp.WaveMLP',
         arch='s',
-        out_indices=(0, 1, 2, 3),
+        out_indices=(1, 2, 3),
         phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
         drop_path_rate=0.1,
         init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-s_in1k_mmposmlp.pth')))

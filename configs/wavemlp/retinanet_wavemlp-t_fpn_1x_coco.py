@@ -4,6 +4,8 @@
 # Backbone: official WaveMLP_T weights converted with
 # tools/model_converters/wavemlp2mmposmlp.py to checkpoints/wavemlp-t_in1k_mmposmlp.pth.
 # The other sizes and the depthwise (-dw) variants inherit this detector and recipe.
+# As for Swin in mmdet, the stride-8/16/32 stages feed the FPN (start_level 0 over them): RetinaNet's FPN skips
+# the stride-4 stage, whose output norm would get no gradient (DDP without find_unused_parameters stops).
 _base_ = ['mmdet::retinanet/retinanet_r50_fpn_1x_coco.py', '../_base_/runner.py']
 custom_imports = dict(imports=['mmposmlp.models'], allow_failed_imports=False)
 
@@ -12,12 +14,12 @@ model = dict(
         _delete_=True,
         type='mmposmlp.WaveMLP',
         arch='t',
-        out_indices=(0, 1, 2, 3),
+        out_indices=(1, 2, 3),
         norm_cfg=dict(type='SyncBN', requires_grad=True),
         phase_norm_cfg=dict(type='SyncBN', requires_grad=True),
         drop_path_rate=0.1,
         init_cfg=dict(type='Pretrained', checkpoint='checkpoints/wavemlp-t_in1k_mmposmlp.pth')),
-    neck=dict(in_channels=[64, 128, 320, 512]))
+    neck=dict(in_channels=[128, 320, 512], start_level=0))
 
 # PVT recipe (paper Sec. 4.2): AdamW lr 1e-4, wd 1e-4, 12 epochs (1x), 8 GPUs x 2 images
 optim_wrapper = dict(

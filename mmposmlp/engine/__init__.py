@@ -5,6 +5,8 @@ from .schedulers import (SlowFastCosineLR, SlowFastCosineParamScheduler, TimmCos
                          TimmCosineParamScheduler)
 from .ema import TimmEMAHook, TimmModelEMA  # noqa: F401
 from .dataset_checks import NameUndecodableVideosHook  # noqa: F401
+from .unused_outputs import UnusedOutputsHook  # noqa: F401
+from .consumer_checks import ConsumerCheckHook  # noqa: F401
 from .checkpoint import (AtomicCheckpointHook, CheckpointMismatchError, check_resume_compatible,
                          find_last_complete_checkpoint)
 from .runner import PLUGIN_HOOKS, Runner

@@ -45,3 +45,19 @@ class RankWatchdogHook(Hook):
         if self._dog is not None:
             self._dog.stop(done=True)
             self._dog = None
+
+
+@HOOKS.register_module()
+class DataOnlyCheckpointsHook(Hook):
+    """Registers mmposmlp's data-only ``CheckpointLoader`` schemes before the run loads any checkpoint.
+
+    ``mmposmlp.Runner`` registers them itself; this hook is for tools that build mmengine's plain ``Runner``
+    whatever the config's ``runner_type`` says (mmseg 1.2's ``tools/test.py``):
+    ``default_hooks = dict(data_only_checkpoints=dict(type='mmposmlp.DataOnlyCheckpointsHook'))`` in the config.
+    ``Runner.train``/``val``/``test`` call ``before_run`` before ``load_or_resume``.
+    """
+    priority = 'VERY_HIGH'
+
+    def before_run(self, runner) -> None:
+        from mmposmlp.utils.safe_load import register_mmengine_loaders
+        register_mmengine_loaders()

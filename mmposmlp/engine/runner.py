@@ -25,6 +25,8 @@ from mmposmlp.registry import RUNNERS
 PLUGIN_HOOKS = (
     'mmposmlp.ExactResumeHook',
     'mmposmlp.RankWatchdogHook',
+    'mmposmlp.UnusedOutputsHook',
+    'mmposmlp.ConsumerCheckHook',
 )
 
 #: the data loaders each loop reads, in the order the pre-flight checks look at them
