@@ -184,3 +184,114 @@ def test_config_complexity_and_failure(tiny_cfg, tmp_path):
     bad.write_text("default_scope = 'mmpretrain'\nmodel = dict(type='NoSuchModel')\n")
     row = C.config_complexity(str(bad))
     assert row['params_m'] is None and row['note'].startswith('build failed')
+
+
+# ---------------------------------------------------------------------------- what is compared
+def test_cli_refuses_a_backbone_preset_beside_a_whole_model(tiny_cfg):
+    """A whole model against a backbone alone is refused in one sentence naming both fixes."""
+    from tools.analysis import benchmark as tool
+    with pytest.raises(SystemExit) as err:
+        tool.main([tiny_cfg, '--compare', 'mmdet-swin-t', '--iters', '0'])
+    msg = str(err.value)
+    assert msg.count('. ') == 0 and msg.endswith('.')
+    assert "'mmdet-swin-t' is a backbone alone" in msg and '--backbone-only' in msg
+    assert "'mmdet-mask-rcnn-swin-t'" in msg
+    with pytest.raises(ValueError, match='measure both the same way'):
+        B.check_comparable([B.Spec(tiny_cfg), B.Spec(tiny_cfg, name='b', backbone_only=True)])
+    B.check_comparable([B.Spec(tiny_cfg, backbone_only=True), B.Spec('mmdet-swin-t')])  # backbones: fine
+    B.check_comparable([B.Spec(tiny_cfg), B.Spec('mmdet-mask-rcnn-swin-t')])  # whole models: fine
+
+
+def test_whole_model_presets_name_upstream_configs():
+    for name, preset in B.PRESETS.items():
+        if preset.kind == 'model':
+            assert '::' in preset.config and preset.describes
+        else:
+            assert preset.cfg['type'] and B.PRESETS[preset.whole_model].kind == 'model'
+
+
+def test_suite_arguments_compare_like_with_like():
+    """--suite swin: four comparisons, each of like with like, with peak memory, scaled for quick runs."""
+    from tools.analysis import benchmark as tool
+    args = tool.parse_args(['--suite', 'swin', '--threads', '1', '--iters', '2', '--suite-scale', '0.25'])
+    runs = tool.suite_arguments(args)
+    assert len(runs) == 4
+    for title, argv in runs:
+        sub = tool.parse_args(argv)
+        specs = tool._specs(sub)  # refuses mismatched comparisons
+        assert len(specs) == 2 and sub.memory and sub.threads == 1 and sub.iters == 2
+        assert sub.batch == 1
+        assert all(B.measures_backbone(s) for s in specs) == sub.backbone_only
+        assert sub.shape[-2:] == [192, 320] if len(sub.shape) == 2 else sub.shape == [16, 64, 64]
+    modes = [tool.parse_args(a).mode for _, a in runs]
+    assert modes == ['train', 'train', 'infer', 'train']
+    cuda = tool.suite_arguments(tool.parse_args(['--suite', 'swin', '--device', 'cuda', '--amp', 'fp16']))
+    assert [tool.parse_args(a).batch for _, a in cuda] == [2, 2, 2, 8]
+    assert tool.parse_args(cuda[0][1]).shape == [800, 1344]
+
+
+def test_cli_table_says_what_was_measured(tiny_cfg, capsys):
+    from tools.analysis import benchmark as tool
+    assert tool.main([tiny_cfg, '--batch', '1', '--shape', '32', '32', '--iters', '1', '--warmup', '0',
+                      '--mode', 'train']) == 0
+    out = capsys.readouterr().out
+    assert 'ImageClassifier, whole model (mmpretrain)' in out and 'forward + loss + backward' in out
+    assert tool.main([tiny_cfg, '--backbone-only', '--shape', '32', '32', '--iters', '1', '--warmup', '0']) == 0
+    out = capsys.readouterr().out
+    assert 'PosMLP, backbone' in out and 'inference step' in out
+
+
+# ---------------------------------------------------------------------------- module profile
+def test_op_kinds_and_units():
+    from mmposmlp.analysis import module_profile as MP
+    assert MP.op_kind('aten::addmm') == MP.op_kind('AddmmBackward0') == 'FC GEMM'
+    assert MP.op_kind('aten::baddbmm') == MP.op_kind('BmmBackward0') == MP.op_kind('aten::bmm')
+    assert MP.op_kind('NativeLayerNormBackward0') == 'norm' and MP.op_kind('aten::index_copy_').startswith('layout')
+    assert MP.unit_of('backbone.stages.2.blocks.17.norm') == 'backbone.stages.2.blocks.*.norm'
+    assert MP.unit_of('backbone.stages.0.blocks.1.attn.w_msa.qkv') == 'backbone.stages.0.blocks.*.attn.w_msa'
+    assert MP.unit_of('backbone.stages.1.downsample.conv') == 'backbone.stages.1.downsample'
+    assert MP.unit_of('backbone.patch_embed.0.conv') == 'backbone.patch_embed'
+    assert MP.unit_of('roi_head.mask_head.convs.0') == 'roi_head.mask_head' and MP.unit_of('') == '(model)'
+
+
+def test_module_profile_of_a_training_step(tiny_cfg, tmp_path):
+    from mmposmlp.analysis import module_profile as MP
+    built = B.build_candidate(B.Spec(tiny_cfg))
+    step = B.make_step(built, (2, 3, 32, 32), 'train')
+    times = MP.time_by_module(step, built.module, warmup=1)
+    blocks = times['backbone.stages.0.blocks.*']
+    assert blocks['forward'] > 0 and blocks['backward'] > 0
+    assert blocks.get('forward/FC GEMM', 0) > 0 and 'backbone.patch_embed' in times
+    assert any(u.startswith('head') for u in times)
+    saved = MP.saved_bytes_by_module(step.loss, built.module)
+    assert saved['backbone.stages.0.blocks.*'] > 0
+    md = MP.markdown(times, saved)
+    assert '| **total** |' in md and 'backbone.stages.0.blocks.*' in md
+    from tools.analysis import benchmark as tool
+    out = tmp_path / 'mp.md'
+    assert tool.main([tiny_cfg, '--mode', 'train', '--batch', '1', '--shape', '32', '32', '--iters', '0',
+                      '--module-profile', str(out)]) == 0
+    assert 'saved for backward MiB' in out.read_text()
+
+
+def test_suite_summary_prints_posmlp_over_swin(monkeypatch, capsys, tmp_path):
+    """The summary's speed ratio is PosMLP's throughput over Swin's and its memory ratio PosMLP's peak over
+    Swin's (the comparisons themselves are stubbed: building four detector / recognizer pairs is minutes)."""
+    from tools.analysis import benchmark as tool
+    ran = []
+
+    def fake_run(args):
+        ran.append(args)
+        rows = [dict(name='posmlp', first_over_this=1.0, memory=dict(peak_mib=100.0)),
+                dict(name='swin', first_over_this=0.8, memory=dict(peak_mib=125.0))]
+        return dict(results=rows), 0
+
+    monkeypatch.setattr(tool, 'run', fake_run)
+    out = tmp_path / 's.json'
+    assert tool.main(['--suite', 'swin', '--iters', '1', '--json', str(out)]) == 0
+    assert len(ran) == 4 and all(a.memory for a in ran)
+    text = capsys.readouterr().out
+    assert text.count('   0.800        0.800') == 4
+    rep = json.loads(out.read_text())
+    assert [r['speed_ratio'] for r in rep['runs']] == [0.8] * 4
+    assert [r['memory_ratio'] for r in rep['runs']] == [0.8] * 4

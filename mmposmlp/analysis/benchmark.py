@@ -40,13 +40,33 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 import torch.nn as nn
 
+@dataclass(frozen=True)
+class Preset:
+    """A comparison candidate by name: a ``backbone`` (a registry cfg built in ``scope``) or a
+    whole ``model`` (an upstream config file, ``scope::path`` as mmengine resolves it)."""
+    kind: str  # 'backbone' | 'model'
+    scope: str
+    cfg: Optional[dict] = None  # backbone presets
+    config: Optional[str] = None  # whole-model presets
+    describes: str = ''
+    whole_model: Optional[str] = None  # backbone presets: the preset of a whole model around it
+
+
 PRESETS = {
-    # name -> (scope, registry cfg); built in that scope's registry
-    'mmdet-swin-t': ('mmdet', dict(type='SwinTransformer', embed_dims=96, depths=(2, 2, 6, 2),
-                                   num_heads=(3, 6, 12, 24), window_size=7, out_indices=(0, 1, 2, 3),
-                                   drop_path_rate=0.2)),
-    'mmaction-swin3d-t': ('mmaction', dict(type='SwinTransformer3D', arch='tiny', pretrained=None, pretrained2d=False,
-                                           patch_size=(2, 4, 4), window_size=(8, 7, 7), drop_path_rate=0.1)),
+    'mmdet-swin-t': Preset('backbone', 'mmdet', cfg=dict(
+        type='SwinTransformer', embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), window_size=7,
+        out_indices=(0, 1, 2, 3), drop_path_rate=0.2), describes="mmdet's SwinTransformer, Swin-T arch",
+        whole_model='mmdet-mask-rcnn-swin-t'),
+    'mmaction-swin3d-t': Preset('backbone', 'mmaction', cfg=dict(
+        type='SwinTransformer3D', arch='tiny', pretrained=None, pretrained2d=False, patch_size=(2, 4, 4),
+        window_size=(8, 7, 7), drop_path_rate=0.1), describes="mmaction2's SwinTransformer3D, Video Swin-T",
+        whole_model='mmaction-swin3d-t-k400'),
+    'mmdet-mask-rcnn-swin-t': Preset('model', 'mmdet', config='mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py',
+                                     describes="mmdet's Mask R-CNN Swin-T 1x config"),
+    'mmaction-swin3d-t-k400': Preset(
+        'model', 'mmaction',
+        config='mmaction::recognition/swin/swin-tiny-p244-w877_in1k-pre_8xb8-amp-32x2x1-30e_kinetics400-rgb.py',
+        describes="mmaction2's Video Swin-T Kinetics-400 config"),
 }
 
 #: our backbone type -> reference family (official code) usable with ``--reference-repo``
@@ -85,10 +105,44 @@ class Built:
     is_backbone: bool
     extra: dict = field(default_factory=dict)
 
+    @property
+    def measured(self) -> str:
+        """What a step of this candidate runs, e.g. ``MaskRCNN, whole model (mmdet)``."""
+        name = self.extra.get('class') or type(self.module).__name__
+        return f'{name}, backbone' if self.is_backbone else f'{name}, whole model ({self.scope})'
+
+
+def measures_backbone(spec: Spec) -> bool:
+    """Whether ``spec`` measures a backbone alone (``--backbone-only`` or a backbone preset)."""
+    preset = PRESETS.get(spec.source)
+    return spec.backbone_only or (preset is not None and preset.kind == 'backbone')
+
+
+def check_comparable(specs: Sequence[Spec]) -> None:
+    """Refuse, in one sentence, a comparison of a backbone alone with a whole model."""
+    whole = [s for s in specs if not measures_backbone(s)]
+    parts = [s for s in specs if measures_backbone(s)]
+    if not whole or not parts:
+        return
+    preset = PRESETS.get(parts[0].source)
+    if preset is not None:
+        fix = ''
+        if preset.whole_model:
+            whole_preset = PRESETS[preset.whole_model]
+            fix = f', or compare whole models with the preset {preset.whole_model!r} ({whole_preset.describes})'
+        raise ValueError(f'{parts[0].source!r} is a backbone alone ({preset.describes}) but {whole[0].name!r} is '
+                         f'measured as a whole model: add --backbone-only to compare backbones{fix}.')
+    raise ValueError(f'{whole[0].name!r} is measured as a whole model and {parts[0].name!r} as a backbone alone: '
+                     'measure both the same way (with or without --backbone-only).')
+
 
 def _load_cfg(path, with_cp=False):
     from mmengine.config import Config
-    cfg = Config.fromfile(path)
+    if '::' in path:  # an upstream package's config (mmdet::..., mmaction::...)
+        from mmengine.hub import get_config
+        cfg = get_config(path)
+    else:
+        cfg = Config.fromfile(path)
     if with_cp:
         if 'backbone' not in cfg.model:
             raise ValueError(f'{path}: --with-cp needs a model with a backbone')
@@ -102,16 +156,17 @@ def build_candidate(spec: Spec) -> Built:
     if spec.source == 'reference':
         module = build_reference(spec.reference_cfg, spec.reference_repo, backbone_only=spec.backbone_only)
         built = Built(spec, module, None, spec.backbone_only)
-    elif spec.source in PRESETS:
-        scope, cfg = PRESETS[spec.source]
+    elif spec.source in PRESETS and PRESETS[spec.source].kind == 'backbone':
+        preset = PRESETS[spec.source]
         from mmengine.registry import DefaultScope
-        cfg = dict(cfg, with_cp=spec.with_cp) if spec.with_cp else dict(cfg)
-        with DefaultScope.overwrite_default_scope(scope):
-            module = model_registry(scope).build(cfg)
+        cfg = dict(preset.cfg, with_cp=spec.with_cp) if spec.with_cp else dict(preset.cfg)
+        with DefaultScope.overwrite_default_scope(preset.scope):
+            module = model_registry(preset.scope).build(cfg)
         module.init_weights()
         built = Built(spec, module, None, True)
-    elif osp.isfile(spec.source):
-        model, scope = build_model_from_cfg(_load_cfg(spec.source, spec.with_cp))
+    elif spec.source in PRESETS or osp.isfile(spec.source):
+        path = PRESETS[spec.source].config if spec.source in PRESETS else spec.source
+        model, scope = build_model_from_cfg(_load_cfg(path, spec.with_cp))
         if spec.backbone_only:
             built = Built(spec, model.backbone, None, True)
         else:
@@ -119,6 +174,7 @@ def build_candidate(spec: Spec) -> Built:
     else:
         raise FileNotFoundError(f'{spec.source!r} is neither a config file nor a preset '
                                 f'({sorted(PRESETS)}) nor "reference"')
+    built.extra['class'] = type(built.module).__name__
     if spec.compile:
         if built.is_backbone:
             built.module = torch.compile(built.module, dynamic=False)
@@ -365,17 +421,20 @@ def make_step(built: Built, shape: Sequence[int], mode: str = 'infer', amp: Opti
         module.train()
         params = [p for p in module.parameters() if p.requires_grad]
 
-        def step():
+        def loss():
             with autocast():
                 out = forward()
                 if built.scope is None:
                     outs = out if isinstance(out, (tuple, list)) else [out]
-                    loss = sum(o.float().mean() for o in outs)
-                else:
-                    loss, _ = module.parse_losses(out)
-            loss.backward()
+                    return sum(o.float().mean() for o in outs)
+                return module.parse_losses(out)[0]
+
+        def step():
+            loss().backward()
             for p in params:
                 p.grad = None
+
+        step.loss = loss  # the forward half (module_profile.saved_bytes_by_module)
     return step
 
 
@@ -504,8 +563,11 @@ def measure_memory(spec: Spec, shape, mode='infer', amp=None, device='cpu', time
             torch.cuda.empty_cache()
     payload = json.dumps(dict(spec=spec.__dict__, shape=list(shape), mode=mode, amp=amp,
                               threads=threads or torch.get_num_threads()))
+    env = os.environ.copy()  # the child imports this very mmposmlp (not another installed copy)
+    root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+    env['PYTHONPATH'] = os.pathsep.join([root] + ([env['PYTHONPATH']] if env.get('PYTHONPATH') else []))
     proc = subprocess.run([sys.executable, '-m', 'mmposmlp.analysis.benchmark', '--memory-child', payload],
-                          capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+                          capture_output=True, text=True, timeout=timeout, env=env)
     for line in proc.stdout.splitlines()[::-1]:
         if line.startswith('MEMORY_RESULT '):
             return json.loads(line[len('MEMORY_RESULT '):])

@@ -19,7 +19,7 @@ from ..layers.export_mode import ExportModeMixin, exporting
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.grouped_conv import GroupedConv2d
 from ..layers.norms import channels_first_norm_cfg
-from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
+from ..layers.windows import map_layout, to_tuple
 
 
 class ConvPatchEmbed(nn.Sequential):
@@ -152,14 +152,14 @@ class PosMLPBlock(nn.Module):
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, layout=None) -> torch.Tensor:
-        y = self.gate.forward_mlp(self.norm(x), self.fc1, self.act, self.fc2, layout)  # fc2(gate(act(fc1(.))))
+        y = self.gate.forward_mlp(x, self.fc1, self.act, self.fc2, layout, norm=self.norm)  # fc2(gate(act(fc1(LN x))))
         return x + self.drop_path(self.drop(y))
 
 
 class PosMLPStage(ExportModeMixin, nn.Module):
     """ConvPM (except stage 0) + blocks on windows. Pads to the window multiple, masks the
     padding (and the shifted-window seams), crops back. Channels-last ``(B, H, W, C)`` in and
-    out (the output may be a cropped view). In export mode the window layouts are built in the graph."""
+    out (the output is contiguous). In export mode the window layouts are built in the graph."""
 
     def __init__(self, in_channels: int, embed_dims: int, depth: int, window, shift_size,
                  downsample: bool, block_kwargs: Sequence[dict], norm_cfg: dict, with_cp: bool = False,
@@ -180,25 +180,23 @@ class PosMLPStage(ExportModeMixin, nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.downsample is not None:
             x = self.downsample(x)
-        valid = tuple(x.shape[1:3])
         in_graph = exporting(self)
-        x = pad_to_multiple(x, self.window, in_graph)
         layouts = {}
         current, windows = None, None
         for block in self.blocks:
             shift = self.shift_size if block.shift else (0, 0)
             if shift not in layouts:
-                layouts[shift] = make_layout(x, valid, self.window, shift, in_graph)
+                layouts[shift] = map_layout(x, self.window, shift, in_graph)
             layout = layouts[shift]
-            if current is None:
-                windows, current = layout.partition(x), layout
+            if current is None:  # padding and partition in one scatter
+                windows, current = layout.partition_map(x), layout
             elif layout is not current:
                 windows, current = current.convert(windows, layout), layout
             if self.with_cp and windows.requires_grad:
                 windows = cp.checkpoint(block, windows, layout, use_reentrant=False)
             else:
                 windows = block(windows, layout)
-        return crop(current.reverse(windows), valid, in_graph)
+        return current.reverse_map(windows)  # reverse and crop in one gather: contiguous for ConvPM
 
 
 @MODELS.register_module()

@@ -22,9 +22,12 @@ import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 
 from mmposmlp.registry import MODELS
+from mmposmlp.utils.compat import is_compiling
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
                                 cached_on_tensors, infer_window, resize_grid_values)
-from .export_mode import ExportModeMixin, exporting
+from .export_mode import ExportModeMixin, exporting, torch_is_exporting
+from .token_mixing import (GatedMLPFunction, GatedMLPSpec, GroupwiseMixingFunction, apply_token_mixing,
+                           mix_windows)
 from .windows import WindowLayout
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
@@ -57,36 +60,34 @@ def init_gated_mlp_weights(model: nn.Module) -> None:
             m.init_weights()
 
 
-def apply_token_mixing(matrix: torch.Tensor, u: torch.Tensor,
-                       bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``out[g, ..., m] = sum_n matrix[g, m, n] u[g, ..., n] (+ bias[m])`` for ``u`` (G, ..., N).
-
-    The token axis is innermost, so all windows, batch items and channels of a group form the
-    rows of one matrix and the mixing is a single batched matmul over the groups (``P`` enters
-    transposed, a free view); the per-position bias rides along as ``baddbmm``'s input.
-    """
-    G, N = u.shape[0], u.shape[-1]
-    rows = u.reshape(G, -1, N)
-    mat = matrix.to(u.dtype).transpose(1, 2)
-    if bias is None:
-        out = torch.bmm(rows, mat)
-    elif torch.jit.is_tracing():
-        # FLOP counters (fvcore, mmengine.analysis) trace the model and know bmm, not baddbmm
-        out = torch.bmm(rows, mat) + bias.to(u.dtype).view(1, 1, N)
-    else:
-        out = torch.baddbmm(bias.to(u.dtype).view(1, 1, N), rows, mat)
-    return out.view(u.shape)
-
-
 #: without autograd, :meth:`PositionalGatingUnit.forward_mlp` processes windows in chunks whose
 #: hidden tensor stays below this many bytes (measured best around 8-20 MB on the 2-vCPU EPYC VMs
 #: of docs/benchmarks.md; smaller chunks make the GEMMs too thin)
 CHUNK_BYTES = 16 << 20
 
+#: positional matrices larger than this (``G N^2`` values of all groups) are built one group at a
+#: time and never kept (:class:`~.token_mixing.GroupwiseMixingFunction`): a joint 16x14x14 window
+#: (PoSTGU) at G = 32 would otherwise hold 1.2 GB per block for backward
+GROUPWISE_BYTES = 128 << 20
+
+
+def _plain(module: nn.Module, kind: type) -> bool:
+    """A bare ``kind`` module whose forward may be replaced by equivalent kernels (no hooks)."""
+    return type(module) is kind and not module._forward_hooks and not module._forward_pre_hooks
+
 
 def _plain_linear(fc: nn.Module) -> bool:
-    """A bare ``nn.Linear`` whose forward may be replaced by an equivalent GEMM (no hooks)."""
-    return type(fc) is nn.Linear and not fc._forward_hooks and not fc._forward_pre_hooks
+    return _plain(fc, nn.Linear)
+
+
+def _fused_training(x: torch.Tensor, act: nn.Module, norm: Optional[nn.Module]) -> bool:
+    """Whether :class:`GatedMLPFunction` may run this training step: autograd on, eager (not compiled,
+    traced or exported), no autocast, a plain GELU and (if any) a plain LayerNorm over the channels."""
+    if not torch.is_grad_enabled() or is_compiling() or torch_is_exporting() or torch.jit.is_tracing():
+        return False
+    if torch.is_autocast_enabled(x.device.type) or not _plain(act, nn.GELU):
+        return False
+    return norm is None or (_plain(norm, nn.LayerNorm) and len(norm.normalized_shape) == 1)
 
 
 @MODELS.register_module()
@@ -187,7 +188,7 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         return self._gate(v, self._mix(u, layout)).view(B, nW, N, -1)
 
     def forward_mlp(self, x: torch.Tensor, fc1: nn.Linear, act: nn.Module, fc2: nn.Linear,
-                    layout: Optional[WindowLayout] = None) -> torch.Tensor:
+                    layout: Optional[WindowLayout] = None, norm: Optional[nn.Module] = None) -> torch.Tensor:
         """``fc2(self(act(fc1(x)), layout))`` - the gated channel MLP around the unit - with the
         hidden tensor kept channel-major ``(C_hidden, tokens)`` from ``fc1`` to ``fc2``.
 
@@ -198,6 +199,11 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         hidden tensor is made. The group-major weights are a row/column permutation of
         ``fc1``/``fc2`` (cached without autograd, like the positional matrices).
 
+        ``norm`` (optional) is applied to ``x`` first: ``fc2(self(act(fc1(norm(x)))))``. In training
+        (eager, no autocast, GELU, LayerNorm) the whole composition is one autograd function
+        (:class:`~.token_mixing.GatedMLPFunction`) that keeps about half of what autograd would keep
+        and recomputes the element-wise parts in backward.
+
         Without autograd on CPU, the windows are processed in chunks whose hidden tensor stays within
         :data:`CHUNK_BYTES` (every window is independent here): at large maps the hidden tensor
         (e.g. 108 MB at stage 0 of an 800x1344 image) otherwise streams through memory once per
@@ -206,13 +212,19 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         """
         if self.norm is not None or not self.split or self.combine != 'gate' or \
                 not (_plain_linear(fc1) and _plain_linear(fc2)):
-            return fc2(self(act(fc1(x)), layout))
+            return fc2(self(act(fc1(x if norm is None else norm(x))), layout))
         B, nW, N, _ = self._check_tokens(x)
         M = B * nW
         weights = self._group_major_weights(fc1, fc2)
+        groupwise = self._groupwise(x)
+        if not groupwise and not exporting(self) and _fused_training(x, act, norm) and \
+                (layout is None or not layout.in_graph):
+            return self._fused_mlp(x, weights, fc2.bias, act, norm, layout)
+        if norm is not None:
+            x = norm(x)
         flat = x.reshape(M * N, -1)
         step = M
-        if not torch.is_grad_enabled() and x.device.type == 'cpu' and not exporting(self):
+        if not torch.is_grad_enabled() and x.device.type == 'cpu' and not exporting(self) and not groupwise:
             # (GPUs want few, large kernels; an exported graph has no size to chunk by)
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
         if step >= M:
@@ -221,6 +233,21 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
             z = torch.cat([self._mlp_windows(flat[m * N:min(M, m + step) * N], weights, fc2.bias, act, layout, m)
                            for m in range(0, M, step)])
         return z.view(B, nW, N, -1)
+
+    def _fused_mlp(self, x: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.GELU,
+                   norm: Optional[nn.LayerNorm], layout: Optional[WindowLayout]) -> torch.Tensor:
+        """:meth:`forward_mlp` in training, as :class:`~.token_mixing.GatedMLPFunction`."""
+        w1, b1, w2 = weights
+        B, nW, N, _ = x.shape
+        patterns = layout.patterns if layout is not None else None
+        base, masked = self.mixing.matrices(patterns)
+        masked_rows = layout.masked_rows(0, B * nW) if masked is not None and layout.masked_patterns else []
+        # the mixing is recomputed in backward where it costs less than a quarter of the FCs' work
+        fc_macs = w1.shape[1] * w1.shape[0] + w2.shape[1] * w2.shape[0]
+        cheap = 4 * w2.shape[1] * N <= fc_macs
+        spec = GatedMLPSpec(self.groups, N, masked_rows, act.approximate, None if norm is None else norm.eps, cheap)
+        ln_w, ln_b = (None, None) if norm is None else (norm.weight, norm.bias)
+        return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, base, masked, self.token_bias, spec)
 
     def _mlp_windows(self, rows: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.Module,
                      layout: Optional[WindowLayout], start: int) -> torch.Tensor:
@@ -258,6 +285,12 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
 
         return cached_on_tensors(self, '_weight_cache', (fc1.weight, fc1.bias, fc2.weight), permute)
 
+    def _groupwise(self, x: torch.Tensor) -> bool:
+        """Whether the positional matrices are too large to build for all groups at once."""
+        if is_compiling() or exporting(self):  # (a compiled or exported graph takes the dense form)
+            return False
+        return self.mixing.groups * self.num_tokens**2 * x.element_size() > GROUPWISE_BYTES
+
     def _check_tokens(self, x: torch.Tensor):
         if x.dim() != 4 or x.shape[2] != self.num_tokens:
             raise ValueError(f'expected windows (B, nW, N, C) with N = {self.num_tokens} tokens (window '
@@ -268,18 +301,16 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         """``P X1 + b`` (Eq. 9) for ``u`` (G, K, R, N) holding windows ``start .. start + R`` of a
         batch's windows; padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
+        if self._groupwise(u) and not (layout is not None and layout.in_graph):
+            rows = layout.masked_rows(start, u.shape[2]) if layout is not None and layout.masked_patterns else []
+            return GroupwiseMixingFunction.apply(self.mixing, patterns, rows, u, self.token_bias,
+                                                 *self.mixing.parameters())
         base, masked = self.mixing.matrices(patterns)
         if layout is not None and layout.in_graph:  # export: masks per class block of windows
             return layout.mix_windows(u, lambda m, x: apply_token_mixing(m, x, self.token_bias), base, masked,
                                       self.token_bias)
-        out = apply_token_mixing(base, u, self.token_bias)
-        if masked is None or not layout.masked_patterns:
-            return out
-        # windows that need a mask (padding, shift seams) are recomputed; interior windows,
-        # usually the majority, keep the unmasked result (no gather/scatter of the bulk)
-        for k, idx in layout.masked_rows(start, u.shape[2]):
-            out.index_copy_(2, idx, apply_token_mixing(masked[k], u.index_select(2, idx), self.token_bias))
-        return out
+        rows = layout.masked_rows(start, u.shape[2]) if masked is not None and layout.masked_patterns else []
+        return mix_windows(u, base, masked, self.token_bias, rows)
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``X2 * (P X1 + b)`` (or ``+`` / ``Concat``, :attr:`combine`): the product also takes

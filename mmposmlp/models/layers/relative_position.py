@@ -121,12 +121,21 @@ class _PositionMixing(ExportModeMixin, nn.Module):
                                  extra=None if patterns is None else (patterns.data_ptr(), tuple(patterns.shape)),
                                  max_entries=9)
 
-    def _compute(self, patterns: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def group_logits(self, group: int) -> torch.Tensor:  # (1, N, N): group ``group`` of :meth:`logits`
+        return self.logits()[group:group + 1]
+
+    def group_matrices(self, group: int, patterns: Optional[torch.Tensor]):
+        """:meth:`matrices` of one group, ``(1, N, N)`` and ``(K, 1, N, N)``, built from the parameters
+        alone (never the ``(G, N, N)`` of all groups; no cache)."""
+        return self._compute(patterns, group)
+
+    def _compute(self, patterns: Optional[torch.Tensor],
+                 group: Optional[int] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         # Positional logits in full precision even under autocast (bf16 would blur the
         # Gaussian's tails); the softmax below runs in at least fp32 too.
         device_type = next(iter(self.parameters())).device.type
         with torch.autocast(device_type=device_type, enabled=False):
-            logits = self.logits()
+            logits = self.logits() if group is None else self.group_logits(group)
         if self.uses_softmax:
             # softmax in fp32 at least (bf16/fp16 autocast safety)
             work = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
@@ -190,10 +199,8 @@ class GaussianPositionMixing(_PositionMixing):
             else:
                 self.spreads.copy_(1 + self.init_std * torch.randn_like(self.spreads))
 
-    def logits(self) -> torch.Tensor:
-        """``-1/2 (d - c)^T Sigma (d - c)`` up to a per-group constant (which the softmax over
-        keys removes): ``-1/2 d^T Sigma d + (Sigma c)^T d``, as one matmul on the offsets'
-        quadratic and linear features."""
+    def _coefficients(self) -> torch.Tensor:
+        """Per-group coefficients of the offsets' quadratic and linear features (see :meth:`logits`)."""
         dim = self.centers.shape[-1]
         if self.generalized:
             sigma = self.spreads @ self.spreads.transpose(-1, -2) if self.symmetric else self.spreads  # (G, D, D)
@@ -202,9 +209,20 @@ class GaussianPositionMixing(_PositionMixing):
             sigma = torch.eye(dim, dtype=self.centers.dtype, device=self.centers.device).expand(self.groups, dim, dim)
             centers = self.spreads.square()[:, None] * self.centers
         linear = (sigma @ centers[..., None])[..., 0]  # (G, D)
-        coeffs = torch.cat([-0.5 * sigma.reshape(self.groups, dim * dim), linear], dim=-1)  # (G, D*D + D)
+        return torch.cat([-0.5 * sigma.reshape(self.groups, dim * dim), linear], dim=-1)  # (G, D*D + D)
+
+    def logits(self) -> torch.Tensor:
+        """``-1/2 (d - c)^T Sigma (d - c)`` up to a per-group constant (which the softmax over
+        keys removes): ``-1/2 d^T Sigma d + (Sigma c)^T d``, as one matmul on the offsets'
+        quadratic and linear features."""
+        coeffs = self._coefficients()
         n = self.num_tokens
         return (coeffs @ self.features.to(coeffs.dtype).T).view(self.groups, n, n)
+
+    def group_logits(self, group: int) -> torch.Tensor:
+        coeffs = self._coefficients()[group:group + 1]
+        n = self.num_tokens
+        return (coeffs @ self.features.to(coeffs.dtype).T).view(1, n, n)
 
 
 class LearnedPositionMixing(_PositionMixing):
@@ -240,6 +258,11 @@ class LearnedPositionMixing(_PositionMixing):
         if self.token_fc:
             p = p + self.token_weight[None]
         return p
+
+    def group_logits(self, group: int) -> torch.Tensor:
+        n = self.num_tokens
+        p = self.relative_position_table[:, group][self.relative_index.view(-1)].view(1, n, n)
+        return p + self.token_weight[None] if self.token_fc else p
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         key = prefix + 'relative_position_table'

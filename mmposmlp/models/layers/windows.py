@@ -194,6 +194,17 @@ def _masked_rows(padded, valid, window, shift, device: str, start: int, count: i
     return [(k, idx.to(device)) for k, idx in found if idx.numel()]
 
 
+@_shape_constant
+def _valid_slots(padded, valid, window, shift, device: str) -> torch.Tensor:
+    """The (window, token) slot of a layout holding each position of the unpadded map (row-major):
+    ``(prod(valid),)``, for the one-gather :meth:`WindowLayout.partition_map` / :meth:`~WindowLayout.reverse_map`."""
+    src = _slot_positions(padded, window, shift)  # padded position held by each slot
+    slot_of = torch.empty_like(src)
+    slot_of[src] = torch.arange(src.numel())
+    positions = torch.arange(math.prod(padded)).view(padded)[tuple(slice(0, v) for v in valid)]
+    return slot_of[positions.flatten()].to(device)
+
+
 class WindowLayout:
     """How one stage's padded map is (optionally shifted and) cut into windows.
 
@@ -249,6 +260,26 @@ class WindowLayout:
             x = torch.roll(x, list(self.shift), self._dims)
         return x
 
+    def partition_map(self, x: torch.Tensor) -> torch.Tensor:
+        """Unpadded map ``(B, *valid, C)`` -> windows ``(B, nW, N, C)``: :func:`pad_to_multiple` and
+        :meth:`partition` as one scatter into zeros (no padded copy of the map)."""
+        if torch.jit.is_tracing():  # FLOP counters trace the model and know pad/permute, not index_copy_
+            return self.partition(pad_to_multiple(x, self.window))
+        B, C = x.shape[0], x.shape[-1]
+        index = _valid_slots(self.padded, self.valid, self.window, self.shift, str(x.device))
+        windows = x.new_zeros(B, math.prod(self.padded), C)
+        windows.index_copy_(1, index, x.reshape(B, -1, C))
+        return windows.view(B, -1, math.prod(self.window), C)
+
+    def reverse_map(self, windows: torch.Tensor) -> torch.Tensor:
+        """Windows -> the unpadded map ``(B, *valid, C)``, contiguous: :meth:`reverse` and :func:`crop` as
+        one gather."""
+        if torch.jit.is_tracing():
+            return crop(self.reverse(windows), self.valid)
+        B, C = windows.shape[0], windows.shape[-1]
+        index = _valid_slots(self.padded, self.valid, self.window, self.shift, str(windows.device))
+        return windows.reshape(B, -1, C).index_select(1, index).view(B, *self.valid, C)
+
 
 def padded_shape(spatial: Sequence[int], window: Sequence[int]) -> Tuple[int, ...]:
     return tuple(-(-s // w) * w for s, w in zip(spatial, window))
@@ -264,6 +295,18 @@ def crop(x: torch.Tensor, valid: Sequence[int], in_graph: bool = False) -> torch
         return x
     idx = (slice(None), ) + tuple(slice(0, v) for v in valid) + (slice(None), )
     return x[idx]
+
+
+def map_layout(x: torch.Tensor, window: Sequence[int], shift: Optional[Sequence[int]] = None,
+               in_graph: bool = False) -> WindowLayout:
+    """The layout of the unpadded channels-last map ``x`` padded to window multiples (for
+    :meth:`WindowLayout.partition_map`; ``in_graph``: :class:`InGraphWindowLayout`, the export form)."""
+    valid = tuple(x.shape[1:-1])
+    shift = shift if shift is not None else (0, ) * len(window)
+    padded = tuple((s + w - 1) // w * w for s, w in zip(valid, window))
+    if in_graph:
+        return InGraphWindowLayout(padded, valid, window, shift, x.device)
+    return WindowLayout(padded, valid, window, shift, x.device)
 
 
 def make_layout(x: torch.Tensor, valid: Sequence[int], window: Sequence[int],
@@ -343,6 +386,12 @@ class InGraphWindowLayout:
 
     def convert(self, windows: torch.Tensor, target: 'InGraphWindowLayout') -> torch.Tensor:
         return target.partition(self.reverse(windows))
+
+    def partition_map(self, x: torch.Tensor) -> torch.Tensor:
+        return self.partition(pad_to_multiple(x, self.window, in_graph=True))
+
+    def reverse_map(self, windows: torch.Tensor) -> torch.Tensor:
+        return crop(self.reverse(windows), self.valid, in_graph=True)
 
     def _axis_classes(self, axis: int):
         """Per class (interior, second-to-last, last window): ``(same_region (w, w), real (w,))``

@@ -1,0 +1,207 @@
+"""Token mixing ``P X1 + b`` on window rows and the gated channel MLP as one autograd function.
+
+Layout (see :mod:`.gating`): ``X1`` is ``(G, K, R, N)`` - groups, channels per group, windows, tokens
+of a window - so all rows of a group are mixed by one batched matmul. Windows that need a masked
+matrix (padding, shifted-window seams) are listed as ``[(pattern, window indices)]`` and recomputed
+with their pattern's matrix.
+
+:class:`GatedMLPFunction` is ``fc2((P X1 + b) * X2)`` with ``[X1 | X2] = act(fc1(LN(x)))`` (PosMLP
+Eq. 9, Fig. 2d) for training: autograd would keep seven tensors per block (the LayerNorm's input and
+output, ``fc1``'s output, the activation, the mixed ``X1``, the gated product), about ``2C + 3 C_hidden``
+values per token; this function keeps the block input, ``fc1``'s output and the mixed ``X1``
+(``C + 1.5 C_hidden``) and recomputes the LayerNorm, the activation and the product in backward - element-
+wise work, cheap next to the GEMMs. Where the token mixing is cheap too (less than a quarter of the
+FCs' multiply-adds: the later stages, where ``C`` is large and the windows small), the mixed ``X1`` is
+recomputed as well and the function keeps ``C + C_hidden``. Its backward calls the same kernels as
+autograd's formulas (``native_layer_norm_backward``, ``gelu_backward``, ``mm``, ``bmm``).
+"""
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+
+def apply_token_mixing(matrix: torch.Tensor, u: torch.Tensor,
+                       bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``out[g, ..., m] = sum_n matrix[g, m, n] u[g, ..., n] (+ bias[m])`` for ``u`` (G, ..., N).
+
+    The token axis is innermost, so all windows, batch items and channels of a group form the
+    rows of one matrix and the mixing is a single batched matmul over the groups (``P`` enters
+    transposed, a free view); the per-position bias rides along as ``baddbmm``'s input.
+    """
+    G, N = u.shape[0], u.shape[-1]
+    rows = u.reshape(G, -1, N)
+    mat = matrix.to(u.dtype).transpose(1, 2)
+    if bias is None:
+        out = torch.bmm(rows, mat)
+    elif torch.jit.is_tracing():
+        # FLOP counters (fvcore, mmengine.analysis) trace the model and know bmm, not baddbmm
+        out = torch.bmm(rows, mat) + bias.to(u.dtype).view(1, 1, N)
+    else:
+        out = torch.baddbmm(bias.to(u.dtype).view(1, 1, N), rows, mat)
+    return out.view(u.shape)
+
+
+MaskedRows = List[Tuple[int, torch.Tensor]]
+
+
+def mix_windows(u: torch.Tensor, base: torch.Tensor, masked: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                masked_rows: MaskedRows) -> torch.Tensor:
+    """``P X1 + b`` for ``u`` (G, K, R, N): ``base`` (G, N, N) for every window, then the windows of
+    ``masked_rows`` recomputed with ``masked[k]`` (interior windows, usually the majority, keep the
+    unmasked result: no gather/scatter of the bulk)."""
+    out = apply_token_mixing(base, u, bias)
+    for k, idx in masked_rows if masked is not None else ():
+        out.index_copy_(2, idx, apply_token_mixing(masked[k], u.index_select(2, idx), bias))
+    return out
+
+
+def _mix_backward(grad_out: torch.Tensor, u: torch.Tensor, base: torch.Tensor, masked: Optional[torch.Tensor],
+                  masked_rows: MaskedRows, grad_u: torch.Tensor, need_base: bool, need_masked: bool):
+    """Gradients of :func:`mix_windows` (bias aside): ``grad_u`` (written in place), ``d base`` and
+    ``d masked``. ``grad_out`` is consumed (the masked windows are zeroed in it)."""
+    G, K, R, N = u.shape
+    rows = (G, K * R, N)
+    fixes, grad_masked = [], None
+    if masked is not None and masked_rows:
+        grad_masked = torch.zeros_like(masked) if need_masked else None
+        for k, idx in masked_rows:
+            g_k = grad_out.index_select(2, idx).reshape(G, -1, N)
+            if need_masked:
+                grad_masked[k] = torch.bmm(g_k.transpose(1, 2), u.index_select(2, idx).reshape(G, -1, N))
+            fixes.append((idx, torch.bmm(g_k, masked[k].to(u.dtype))))
+        grad_out.index_fill_(2, torch.cat([idx for idx, _ in fixes]), 0)  # their base path was overwritten
+    grad_base = torch.bmm(grad_out.view(rows).transpose(1, 2), u.reshape(rows)).to(base.dtype) if need_base else None
+    torch.bmm(grad_out.view(rows), base.to(u.dtype), out=grad_u.view(rows))
+    for idx, g in fixes:
+        grad_u.index_copy_(2, idx, g.view(G, K, -1, N))
+    return grad_base, grad_masked
+
+
+class GatedMLPSpec(NamedTuple):
+    """What :class:`GatedMLPFunction` needs besides tensors."""
+    groups: int
+    tokens: int  # N, tokens per window
+    masked_rows: MaskedRows
+    approximate: str  # GELU's
+    eps: Optional[float]  # the LayerNorm's; None: the input is already normed
+    recompute_mixing: bool = False  # recompute P X1 + b in backward instead of keeping it
+
+
+def _linear_t(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """``(x W^T + b)^T`` = ``W x^T + b``: the output channel-major ``(out, rows)``."""
+    return torch.addmm(bias[:, None], weight, x.t()) if bias is not None else torch.mm(weight, x.t())
+
+
+class GatedMLPFunction(torch.autograd.Function):
+    """``fc2((P X1 + b) * X2)``, ``[X1 | X2] = GELU(fc1(LN(x)))``, on windows ``x`` (..., N, C).
+
+    ``w1``/``b1``/``w2`` are in group-major channel order (see :mod:`.gating`); ``ln_weight``,
+    ``ln_bias`` and ``spec.eps`` are the LayerNorm's (``eps=None``: no norm). Returns the output
+    with ``x``'s leading shape and ``w2``'s rows as channels (a transposed view).
+    """
+
+    @staticmethod
+    def forward(ctx, x, ln_weight, ln_bias, w1, b1, w2, b2, base, masked, token_bias, spec: GatedMLPSpec):
+        C = x.shape[-1]
+        rows = x.reshape(-1, C)
+        mean = rstd = None
+        if spec.eps is not None:
+            xn, mean, rstd = torch.native_layer_norm(rows, (C, ), ln_weight, ln_bias, spec.eps)
+        else:
+            xn = rows
+        h = _linear_t(xn, w1, b1)  # (C_hidden, T)
+        a = F.gelu(h, approximate=spec.approximate)
+        half = h.shape[0] // 2
+        G, N = spec.groups, spec.tokens
+        quarter = (G, half // G, h.shape[1] // N, N)
+        u, v = a.view(2, *quarter).unbind(0)
+        out = mix_windows(u, base, masked, token_bias, spec.masked_rows)
+        y = torch.mul(out, v, out=u)  # X1's storage is free now
+        z_t = _linear_t(y.view(half, -1).t(), w2, b2)
+        ctx.spec, ctx.quarter = spec, quarter
+        kept = None if spec.recompute_mixing else out
+        ctx.save_for_backward(x, ln_weight, ln_bias, mean, rstd, w1, w2, h, kept, base, masked, token_bias)
+        return z_t.t().view(*x.shape[:-1], w2.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad_z):
+        x, ln_weight, ln_bias, mean, rstd, w1, w2, h, out, base, masked, token_bias = ctx.saved_tensors
+        spec, quarter = ctx.spec, ctx.quarter
+        need = ctx.needs_input_grad
+        C = x.shape[-1]
+        rows = x.reshape(-1, C)
+        xn = torch.native_layer_norm(rows, (C, ), ln_weight, ln_bias, spec.eps)[0] if spec.eps is not None else rows
+        a = F.gelu(h, approximate=spec.approximate)
+        u, v = a.view(2, *quarter).unbind(0)
+        if out is None:
+            out = mix_windows(u, base, masked, token_bias, spec.masked_rows)
+        half = h.shape[0] // 2
+        g = grad_z.reshape(-1, w2.shape[0])  # (T, C_out)
+        grad_w2 = g.t().mm((out * v).view(half, -1).t()) if need[5] else None
+        grad_b2 = g.sum(0) if need[6] else None
+        grad_y = w2.t().mm(g.t()).view(quarter)  # (half, T) as (G, K, R, N)
+        grad_a = torch.empty_like(a)
+        grad_u, grad_v = grad_a.view(2, *quarter).unbind(0)
+        torch.mul(grad_y, out, out=grad_v)
+        grad_out = grad_y.mul_(v)
+        grad_bias = grad_out.sum((0, 1, 2)) if need[9] else None
+        grad_base, grad_masked = _mix_backward(grad_out, u, base, masked, spec.masked_rows, grad_u, need[7],
+                                               need[8])
+        del a, u, v, grad_out, grad_y
+        grad_h = torch.ops.aten.gelu_backward(grad_a, h, approximate=spec.approximate)
+        del grad_a
+        grad_w1 = grad_h.mm(xn) if need[3] else None
+        grad_b1 = grad_h.sum(1) if need[4] else None
+        grad_x = grad_lnw = grad_lnb = None
+        if need[0] or need[1] or need[2]:
+            grad_xn = grad_h.t().mm(w1)  # (T, C)
+            if spec.eps is None:
+                grad_x = grad_xn
+            else:
+                grad_x, grad_lnw, grad_lnb = torch.ops.aten.native_layer_norm_backward(
+                    grad_xn, rows, (C, ), mean, rstd, ln_weight, ln_bias, [need[0], need[1], need[2]])
+            grad_x = grad_x.view(x.shape) if grad_x is not None else None
+        return grad_x, grad_lnw, grad_lnb, grad_w1, grad_b1, grad_w2, grad_b2, grad_base, grad_masked, grad_bias, None
+
+
+class GroupwiseMixingFunction(torch.autograd.Function):
+    """:func:`mix_windows` with the positional matrices of ``mixing`` (a ``_PositionMixing``) built one
+    group at a time, in forward and again in backward: the ``(G, N, N)`` matrices of all groups never
+    exist at once (a joint spatio-temporal window of 16x14x14 tokens would need ``G x 39 MB`` per block,
+    kept for backward). ``params`` are ``mixing``'s parameters (their gradients are returned)."""
+
+    @staticmethod
+    def forward(ctx, mixing, patterns, masked_rows: MaskedRows, u, token_bias, *params):
+        out = torch.empty_like(u)
+        for g in range(u.shape[0]):
+            base, masked = mixing.group_matrices(g, patterns)
+            out[g:g + 1] = mix_windows(u[g:g + 1], base, masked, token_bias, masked_rows)
+        ctx.mixing, ctx.patterns, ctx.masked_rows = mixing, patterns, masked_rows
+        ctx.save_for_backward(u)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        u, = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        params = [p for p, n in zip(ctx.mixing.parameters(), need[5:]) if n]
+        grads = [torch.zeros_like(p) for p in params]
+        grad_u = torch.empty_like(u)
+        for g in range(u.shape[0]):
+            with torch.enable_grad():
+                base, masked = ctx.mixing.group_matrices(g, ctx.patterns)
+            grad_base, grad_masked = _mix_backward(grad_out[g:g + 1].clone(), u[g:g + 1], base.detach(),
+                                                   None if masked is None else masked.detach(), ctx.masked_rows,
+                                                   grad_u[g:g + 1], bool(params), bool(params) and masked is not None)
+            if params:
+                outs = [base] + ([masked] if grad_masked is not None else [])
+                found = torch.autograd.grad(outs, params, [grad_base] + ([grad_masked] if grad_masked is not None
+                                                                         else []), allow_unused=True)
+                for acc, f in zip(grads, found):
+                    if f is not None:
+                        acc += f
+        grad_bias = grad_out.sum((0, 1, 2)) if need[4] else None
+        it = iter(grads)
+        return (None, None, None, grad_u if need[3] else None, grad_bias,
+                *[next(it) if n else None for n in need[5:]])
