@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from mmposmlp.analysis import benchmark as B
+from tools.analysis import speed_memory as B
 from tools.analysis import params_flops as C
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -243,7 +243,7 @@ def test_cli_table_says_what_was_measured(tiny_cfg, capsys):
 
 # ---------------------------------------------------------------------------- module profile
 def test_op_kinds_and_units():
-    from mmposmlp.analysis import module_profile as MP
+    from tools.analysis import module_profile as MP
     assert MP.op_kind('aten::addmm') == MP.op_kind('AddmmBackward0') == 'FC GEMM'
     assert MP.op_kind('aten::baddbmm') == MP.op_kind('BmmBackward0') == MP.op_kind('aten::bmm')
     assert MP.op_kind('NativeLayerNormBackward0') == 'norm' and MP.op_kind('aten::index_copy_').startswith('layout')
@@ -255,7 +255,7 @@ def test_op_kinds_and_units():
 
 
 def test_module_profile_of_a_training_step(tiny_cfg, tmp_path):
-    from mmposmlp.analysis import module_profile as MP
+    from tools.analysis import module_profile as MP
     built = B.build_candidate(B.Spec(tiny_cfg))
     step = B.make_step(built, (2, 3, 32, 32), 'train')
     times = MP.time_by_module(step, built.module, warmup=1)

@@ -20,7 +20,6 @@ LAYERS = {
     'datasets': 2,
     'engine': 2,
     'testing': 2,  # builds models from configs for tests and tools
-    'analysis': 3,  # benchmark, complexity
     'deployment': 3,  # ONNX export
     'configs': 4,  # pure-Python configs: name models, transforms, hooks
 }

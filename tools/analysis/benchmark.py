@@ -16,7 +16,7 @@ Examples::
     python tools/analysis/benchmark.py CFG --backbone-only --compare mmdet-swin-t \\
         --scaling 224 448 672 896 1344 --plot docs/figures/scaling.png
 
-See :mod:`mmposmlp.analysis.benchmark` for the measurement protocol (round-robin timing, medians,
+See ``tools/analysis/speed_memory.py`` for the measurement protocol (round-robin timing, medians,
 ratios from one run; peak memory per candidate in a fresh process on CPU).
 """
 import argparse
@@ -27,7 +27,7 @@ import sys
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from mmposmlp.analysis import benchmark as B  # noqa: E402
+from tools.analysis import speed_memory as B  # noqa: E402
 
 MASK_RCNN_POSMLP_T = 'configs/posmlp/mask-rcnn_posmlp-t_1x_coco.py'
 POSMLP_VIDEO_S = 'configs/posmlp_video/posmlp-video-s_4xb8-16x4x1-60e_kinetics400-rgb.py'
@@ -257,7 +257,7 @@ def _print_rows(rows, args, shape):
 
 
 def _module_profile(args, built, shape):
-    from mmposmlp.analysis import module_profile as MP
+    from tools.analysis import module_profile as MP
     parts = []
     for b in built:
         step = B.make_step(b, shape, args.mode, args.amp, args.device, args.channels_last)

@@ -563,10 +563,10 @@ def measure_memory(spec: Spec, shape, mode='infer', amp=None, device='cpu', time
             torch.cuda.empty_cache()
     payload = json.dumps(dict(spec=spec.__dict__, shape=list(shape), mode=mode, amp=amp,
                               threads=threads or torch.get_num_threads()))
-    env = os.environ.copy()  # the child imports this very mmposmlp (not another installed copy)
+    env = os.environ.copy()  # the child imports this very tool and mmposmlp (not another installed copy)
     root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
     env['PYTHONPATH'] = os.pathsep.join([root] + ([env['PYTHONPATH']] if env.get('PYTHONPATH') else []))
-    proc = subprocess.run([sys.executable, '-m', 'mmposmlp.analysis.benchmark', '--memory-child', payload],
+    proc = subprocess.run([sys.executable, '-m', 'tools.analysis.speed_memory', '--memory-child', payload],
                           capture_output=True, text=True, timeout=timeout, env=env)
     for line in proc.stdout.splitlines()[::-1]:
         if line.startswith('MEMORY_RESULT '):
