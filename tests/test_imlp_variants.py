@@ -222,6 +222,7 @@ def test_config_differs_from_upstream_only_in_the_ffn(cfg_name):
     cfg = Config.fromfile(osp.join(CFG_DIR, cfg_name))
     base = Config.fromfile(_upstream_config(cfg_name))
     assert cfg.model.backbone.pop('type').startswith('mmposmlp.') and cfg.model.backbone.pop('ffn_cfg')
+    assert cfg.pop('runner_type') == 'mmposmlp.Runner' and 'runner_type' not in base
     base.model.backbone.pop('type')
     if cfg_name.startswith(('deit-', 'poolformer-')):
         for c in (cfg, base):
@@ -267,7 +268,7 @@ SIZED_UPSTREAM = {
 def _upstream_config(cfg_name):
     import re
     text = open(osp.join(CFG_DIR, cfg_name)).read()
-    base = re.search(r"^_base_ = '(\w+)::([^']+)'", text, re.M)
+    base = re.search(r"^_base_ = \[?'(\w+)::([^']+)'", text, re.M)  # alone, or first of a list
     if base:
         assert cfg_name not in SIZED_UPSTREAM, f'{cfg_name} inherits its upstream config directly'
         lib, rel = base.groups()
