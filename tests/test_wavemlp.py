@@ -598,7 +598,7 @@ def _shrink_dense_cfg(cfg, work_dir):
     """Tiny backbone / narrow neck+head, toy-sized images, a few iterations, no pretrained."""
     # keeps the config's norms (SyncBN, which mmengine reverts to BN without distribution)
     cfg.model.backbone.update(arch=TINY, init_cfg=None, drop_path_rate=0.)
-    cfg.model.neck.update(in_channels=TINY['embed_dims'], out_channels=32)
+    cfg.model.neck.update(in_channels=[TINY['embed_dims'][i] for i in cfg.model.backbone.out_indices], out_channels=32)
     cfg.work_dir = str(work_dir)
     cfg.default_hooks.logger.interval = 1
     cfg.default_hooks.pop('visualization', None)
