@@ -22,6 +22,7 @@ from mmposmlp.models.backbones.wave_mlp import WaveMLP
 from mmposmlp.models.converters.wave_mlp import convert_official_wavemlp
 from mmposmlp.models.checkpoints import CheckpointMismatchError, PretrainedDownloadError
 from mmposmlp.utils import download, pretrained
+from toolcfg import TWO_ITERATIONS
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DATA = osp.join(ROOT, 'tests', 'data')
@@ -329,17 +330,6 @@ def test_training_runs_from_the_downloaded_file(server, hub, tmp_path, toy_data)
     assert 'Iter(train) [2/2]' in res.stdout + res.stderr
     assert server.requests == [name] and _cache_files(hub) == [name]
 
-
-TWO_ITERATIONS = """
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=2, val_interval=1000)
-val_cfg = None
-val_dataloader = None
-val_evaluator = None
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2),
-                     logger=dict(type='LoggerHook', interval=1))
-log_processor = dict(by_epoch=False)
-randomness = dict(seed=0)
-"""
 
 
 def test_model_zoo_lists_each_official_file_with_its_url_and_hash():

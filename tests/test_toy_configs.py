@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from mmposmlp.utils.compat import safe_torch_load
+from toolcfg import TWO_ITERATIONS
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TOY_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs', '*', 'toy', '*.py')))
@@ -43,17 +44,6 @@ SLOW = {'posmlp/toy/posmlp-t_toy-in1k.py',
 def _params(names, ids):
     return [pytest.param(n, id=i, marks=[pytest.mark.slow] if i in SLOW else []) for n, i in zip(names, ids)]
 
-
-TWO_ITERATIONS = """
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=2, val_interval=1000)
-val_cfg = None
-val_dataloader = None
-val_evaluator = None
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2),
-                     logger=dict(type='LoggerHook', interval=1))
-log_processor = dict(by_epoch=False)
-randomness = dict(seed=0)
-"""
 
 
 def _train(config_text, tmp_path, toy_data):

@@ -11,6 +11,18 @@ randomness = dict(seed=0, deterministic=True)
 """
 NOVAL = "val_cfg = None\nval_dataloader = None\nval_evaluator = None\n"
 
+# two iterations, no validation, a checkpoint at the end: a toy config trains and saves in seconds
+TWO_ITERATIONS = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=2, val_interval=1000)
+val_cfg = None
+val_dataloader = None
+val_evaluator = None
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2),
+                     logger=dict(type='LoggerHook', interval=1))
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0)
+"""
+
 MASK_RCNN = """
 _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 data_root = '{root}/coco/'
