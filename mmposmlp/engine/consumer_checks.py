@@ -9,7 +9,7 @@ fails deep inside a matmul with a bare shape error. :func:`check_consumers` name
 import torch.nn as nn
 from mmengine.hooks import Hook
 
-from mmposmlp.engine.entry import UserError
+from mmposmlp.engine.errors import UserError
 from mmposmlp.engine.unused_outputs import innermost_backbone, unwrap
 from mmposmlp.registry import HOOKS
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 from mmengine.hooks import Hook
 
-from mmposmlp.engine.entry import UserError
+from mmposmlp.engine.errors import UserError
 from mmposmlp.registry import HOOKS
 
 MAX_NAMED = 4  # parameter names quoted in a message; the rest are counted
