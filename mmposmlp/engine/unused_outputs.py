@@ -201,6 +201,66 @@ def unused_message(model: nn.Module, probe: GradientProbe) -> Optional[str]:
             f'loss depend on them, freeze them (requires_grad=False), or {find_unused}.')
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# the same question asked of a config, before anything is built
+# ---------------------------------------------------------------------------------------------------------------
+
+CLASSIFIERS = ('ImageClassifier', 'DistillationClassifier')  # mmpretrain heads classify feats[-1]
+RECOGNIZERS = ('Recognizer2D', 'Recognizer3D')  # mmaction heads take the backbone's output as it is
+
+
+class UnknownConsumerError(ValueError):
+    """A model whose consumers :func:`outputs_read` has no rule for."""
+
+
+def _bare(type_name) -> str:
+    return str(type_name).rpartition('.')[2]
+
+
+def fpn_levels(neck: dict, num_outputs: int, scope: str) -> range:
+    """The backbone outputs an FPN reads: ``start_level`` up to ``end_level`` (mmdet's end is inclusive, mmseg's
+    exclusive; -1 is the last output in both)."""
+    start, end = neck.get('start_level', 0), neck.get('end_level', -1)
+    if end == -1 or (scope != 'mmseg' and end == num_outputs - 1):
+        return range(start, num_outputs)
+    return range(start, end if scope == 'mmseg' else end + 1)
+
+
+def _decode_heads(model: dict) -> List[dict]:
+    heads = []
+    for name in ('decode_head', 'auxiliary_head'):
+        node = model.get(name)
+        heads += [h for h in (node if isinstance(node, (list, tuple)) else [node]) if h]
+    return heads
+
+
+def outputs_read(model: dict, num_outputs: int, scope: str) -> List[int]:
+    """The backbone outputs (positions in what ``forward`` returns) that the consumers of config ``model`` read:
+    an FPN neck its level range, mmseg heads without a neck their ``in_index`` (DeepLabV3+'s c1 branch output
+    0), classifiers the last output, recognizers every output. Raises :class:`UnknownConsumerError` for other
+    consumers (a rule is needed, not a guess)."""
+    kind, neck = _bare(model.get('type')), model.get('neck')
+    neck = neck[0] if isinstance(neck, (list, tuple)) else neck
+    neck_type = _bare(neck.get('type')) if neck else None
+    if kind in CLASSIFIERS and neck_type in (None, 'GlobalAveragePooling'):
+        read = {num_outputs - 1}
+    elif kind in RECOGNIZERS and neck is None:
+        read = set(range(num_outputs))
+    elif neck_type == 'FPN':
+        read = set(fpn_levels(neck, num_outputs, scope))
+    elif neck is None and _decode_heads(model):
+        read = set()
+        for head in _decode_heads(model):
+            index = head.get('in_index', -1)
+            read |= {i % num_outputs for i in _as_list(index)}
+            if head.get('c1_in_channels', 0) > 0:
+                read.add(0)
+    else:
+        raise UnknownConsumerError(f'no rule says which backbone outputs a {kind} with neck {neck_type} reads: add '
+                                   'one to mmposmlp.engine.unused_outputs.outputs_read')
+    return sorted(read)
+
+
 def ddp_needs_every_gradient(wrapped: nn.Module) -> bool:
     """True for torch DDP that neither searches for unused parameters nor assumes a static graph."""
     ddp = torch.nn.parallel.DistributedDataParallel
