@@ -4,7 +4,8 @@ For each: ``out_indices`` out of range, repeated or empty refused in one sentenc
 negative ones counted from the end as Python does; an unordered ``out_indices`` returns its outputs in the
 order given (or, for the adapters of upstream backbones whose ``forward`` returns stages in order, is
 refused); ``out_channels`` and ``feature_info`` equal to the outputs ``forward`` returns (count, order,
-channels, stride); ``frozen_stages`` range-checked.
+channels, stride); ``frozen_stages`` range-checked; ``size_divisibility`` and ``fixed_input_size`` are what
+``forward`` takes (odd multiples run; for a stated multiple above 1, one pixel more is refused).
 """
 import importlib.util
 
@@ -191,3 +192,50 @@ def test_checks_name_the_valid_range():
     for bad in (5, -2, 1.5, True):
         with pytest.raises(ValueError, match=r'frozen_stages must be in \[-1, 4\]'):
             checked_frozen_stages(bad, 4)
+
+
+def size_contract_holds(model, prefix) -> None:
+    """Assert what the backbone states about input sizes against real forwards at odd sizes: a fixed size runs and
+    one pixel more does not; else sizes that are odd multiples of ``size_divisibility`` run and (for a multiple
+    above 1) those one pixel larger do not."""
+    def runs(h, w):
+        try:
+            with torch.no_grad():
+                model(torch.zeros(prefix + (h, w)))
+            return True
+        except (ValueError, RuntimeError, AssertionError):
+            return False
+
+    fixed, step = model.fixed_input_size, model.size_divisibility
+    if fixed is not None:
+        assert runs(*fixed), f'the stated input size {fixed} does not run'
+        assert not runs(fixed[0] + 1, fixed[1] + 1), f'sizes other than the stated {fixed} run too'
+        return
+    h, w = step * (2 * (61 // (2 * step)) + 1), step * (2 * (75 // (2 * step)) + 1)  # odd multiples, about 61x75
+    assert runs(h, w), f'{h}x{w}, a multiple of size_divisibility={step}, does not run'
+    if step > 1:
+        assert not runs(h + 1, w + 1), f'{h + 1}x{w + 1} runs: size_divisibility={step} asks for more than needed'
+
+
+@pytest.mark.parametrize('name', sorted(SPECS))
+def test_size_divisibility_is_what_forward_takes(name):
+    model = _build(name)
+    size_contract_holds(model, SPECS[name]['x'][:-2])
+
+
+def test_a_wrong_size_divisibility_fails_the_check():
+    posmlp = _build('PosMLP')
+    posmlp.size_divisibility = 4  # PosMLP pads its windows: any size runs
+    with pytest.raises(AssertionError, match='asks for more than needed'):
+        size_contract_holds(posmlp, (1, 3))
+    gmlp = _build('GMLP')
+    gmlp.fixed_input_size = None  # gMLP takes img_size only
+    with pytest.raises(AssertionError, match='does not run'):
+        size_contract_holds(gmlp, (1, 3))
+
+
+def test_single_tensor_backbone_states_its_inner_size_constraints():
+    wrapped = MODELS.build(dict(type='mmposmlp.SingleTensorBackbone',
+                                backbone=dict(type='mmposmlp.GMLP', **SPECS['GMLP']['kw'])))
+    assert wrapped.fixed_input_size == (32, 32) and wrapped.size_divisibility == 1
+    size_contract_holds(wrapped.eval(), (1, 3))

@@ -7,12 +7,16 @@
   unordered ``out_indices`` instead: ``keep_order=False``).
 * ``out_channels`` and ``feature_info``: one entry per returned output, in the returned order;
   ``feature_info[k] = dict(num_chs, reduction, module)`` (timm's keys) of output ``k``.
+* ``size_divisibility``: the input height and width must be multiples of it (detectron2's
+  ``Backbone.size_divisibility``); 1, every backbone here, takes any size (windows and patches pad or
+  floor inside). ``fixed_input_size``: ``(H, W)`` for a backbone that takes that one size only (gMLP's
+  gate mixes its whole token grid); None otherwise.
 * ``frozen_stages``: -1 freezes nothing, 0 the stem, ``k`` the stem and stages ``0..k-1`` (mmdet
   ResNet convention), in ``[-1, num]``, checked by :func:`checked_frozen_stages`; ``norm_eval`` keeps
   BatchNorm layers in eval mode while training. Both are re-applied on every ``train()`` call.
 """
 from numbers import Integral
-from typing import Iterable, List, Mapping, Sequence, Tuple, Union
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -76,6 +80,8 @@ class BackboneContractMixin:
     out_indices: Tuple[int, ...] = ()
     out_channels: List[int] = []
     feature_info: List[dict] = []
+    size_divisibility: int = 1
+    fixed_input_size: Optional[Tuple[int, int]] = None
 
     def _set_out_indices(self, out_indices: OutIndices, num: int, unit: str = 'stages') -> Tuple[int, ...]:
         self.out_indices = checked_out_indices(out_indices, num, unit)

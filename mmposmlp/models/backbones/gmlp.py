@@ -136,6 +136,7 @@ class GMLP(FrozenStagesMixin, BaseModule):
             raise ValueError(f'img_size {img_size} must be two sides divisible by patch_size={patch_size}')
         self.patch_size = patch_size
         self.grid = tuple(s // patch_size for s in self.img_size)
+        self.fixed_input_size = self.img_size  # the backbone contract's statement of it
         self.in_channels = in_channels
         self.gate_type = gate_type
 

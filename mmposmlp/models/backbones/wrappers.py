@@ -30,6 +30,9 @@ class SingleTensorBackbone(BaseModule):
         self.out_channels = channels[-1] if isinstance(channels, (list, tuple)) else channels
         self.out_indices = tuple(getattr(self.backbone, 'out_indices', ()))[-1:]
         self.feature_info = list(getattr(self.backbone, 'feature_info', ()))[-1:]
+        #: the inner backbone's input constraints (the backbone contract)
+        self.size_divisibility = getattr(self.backbone, 'size_divisibility', 1)
+        self.fixed_input_size = getattr(self.backbone, 'fixed_input_size', None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.backbone(x)
