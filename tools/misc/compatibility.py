@@ -375,7 +375,10 @@ def _worker(rank, world, port, case_ids, out_dir):
     try:
         for case_id in case_ids:
             results[case_id] = run_case(case_id, distributed=True)
-            dist.barrier()
+            per_rank = [None] * world
+            dist.all_gather_object(per_rank, results[case_id])
+            if rank == 0:  # as the one-process lines, so that a stopped run still documents what it finished
+                print(f'{case_id} [{world}p]: {next((r for r in per_rank if r != "passes"), "passes")}', flush=True)
     finally:
         with open(osp.join(out_dir, f'rank{rank}.json'), 'w') as f:
             json.dump(results, f)
