@@ -8,6 +8,7 @@ reported in one sentence with the fix, under any library's tools.
 """
 import os.path as osp
 from typing import Optional
+from urllib.parse import urlparse
 
 POSMLP_T = ('https://drive.google.com/file/d/1wl0JzFqmdbhRAp2WEgl0dVFW5jnoS6bM/view?usp=share_link '
             '(Google Drive; Baidu: https://pan.baidu.com/s/1x611r3q1mWO3kv1F0OGhqg?pwd=8781, '
@@ -120,17 +121,23 @@ OFFICIAL['SSV1_S16.pyth'] = (None, 'the official PosMLP-Video-S something-someth
                              'file trained with https://github.com/zhouds1918/PosMLP_Video, which hosts no weights)')
 
 
+def file_name(name_or_url: str) -> str:
+    """The file name of a URL (the last part of its path, without query: what ``torch.hub`` names its
+    download, the key of :data:`OFFICIAL`), or of a local path."""
+    return osp.basename(urlparse(name_or_url).path if '://' in name_or_url else name_or_url)
+
+
 def published_hash(name_or_url: str) -> Optional[str]:
     """The SHA-256 prefix a file name publishes (``-<hex>.`` before the extension), as ``torch.hub``'s
     ``check_hash`` reads it (``torch.hub.HASH_REGEX``); None when the name has none."""
     from torch.hub import HASH_REGEX
-    m = HASH_REGEX.search(osp.basename(name_or_url.split('?')[0]))
+    m = HASH_REGEX.search(file_name(name_or_url))
     return m.group(1) if m and m.group(1) else None
 
 
 def describe_official(name_or_url: str) -> Optional[str]:
     """What the official file ``name_or_url`` is (:data:`OFFICIAL`), or None for a file not in the table."""
-    entry = OFFICIAL.get(osp.basename(name_or_url.split('?')[0]))
+    entry = OFFICIAL.get(file_name(name_or_url))
     return entry[1] if entry else None
 
 
