@@ -118,7 +118,7 @@ def official_conversion(ckpt, source: str) -> Optional[Callable[[Dict[str, torch
         '(backbone.*); download the official file again or pass the right file.')
 
 
-def load_official_or_data(filename: str, map_location=None):
+def load_from_local_file(filename: str, map_location=None):
     """mmengine ``CheckpointLoader`` scheme for local paths: the file read as data (the data-only loaders'
     :func:`~mmposmlp.utils.safe_load.load_checkpoint`, stored config text dropped), converted to our
     whole-model keys when it is an official file (:func:`official_conversion`)."""
@@ -174,7 +174,7 @@ def register_official_classifier(url: str, convert: Callable[[Dict[str, torch.Te
                                      _download_converted(filename, convert, map_location), force=True)
 
 
-def load_official_url(filename: str, map_location=None) -> dict:
+def load_from_official_url(filename: str, map_location=None) -> dict:
     """mmengine ``CheckpointLoader`` scheme for an http(s) URL whose file name is one of
     :data:`OFFICIAL_CLASSIFIERS` (the published URL, a mirror, ``get_model``'s ``url_mapping``)."""
     return _download_converted(filename, OFFICIAL_CLASSIFIERS[file_name(filename)], map_location)
@@ -186,9 +186,9 @@ OFFICIAL_URL = (r'https?://[^?#]*/(?:' + '|'.join(re.escape(n) for n in OFFICIAL
 
 def register_official_classifiers() -> None:
     """Make mmengine's ``CheckpointLoader`` read the official files converted (idempotent): URLs named like
-    an official classifier (:func:`load_official_url`) and local paths (:func:`load_official_or_data`:
+    an official classifier (:func:`load_from_official_url`) and local paths (:func:`load_from_local_file`:
     official layouts and names converted, every other file read as data). Called where the data-only loaders
     are registered (our Runner and tools), never on import."""
     from mmengine.runner.checkpoint import CheckpointLoader
-    CheckpointLoader.register_scheme(prefixes=OFFICIAL_URL, loader=load_official_url, force=True)
-    CheckpointLoader.register_scheme(prefixes=LOCAL_PATH, loader=load_official_or_data, force=True)
+    CheckpointLoader.register_scheme(prefixes=OFFICIAL_URL, loader=load_from_official_url, force=True)
+    CheckpointLoader.register_scheme(prefixes=LOCAL_PATH, loader=load_from_local_file, force=True)
