@@ -7,8 +7,8 @@ download.openmmlab.com) to 127.0.0.1, where an HTTPS server with a throwaway cer
 metafiles' exact URL paths. Nothing outside the namespace is reachable or changed. The test checks that each
 file arrives byte for byte with its config, and what is verified where: mim itself checks no hash (mim's
 ``download_from_file`` is called without ``hash_prefix``), so the published SHA-256 prefix is checked when our
-loaders read the URL (a file whose hash differs is refused, and the matching-free Wave-MLP file is read
-converted). Skipped, with the reason, where root, ``unshare``, ``ip``, ``openssl`` or ``mim`` is missing.
+loaders read the URL (a file whose hash differs is refused; the Wave-MLP file, whose name publishes no hash,
+is read converted). Skipped, with the reason, where root, ``unshare``, ``ip``, ``openssl`` or ``mim`` is missing.
 """
 import hashlib
 import io

@@ -210,6 +210,16 @@ def official_weights_markdown(config_root: str = 'configs') -> str:
            'for data. A file without a direct URL is saved by hand as `checkpoints/<file>`, under its official '
            'name, and is converted on load too. Without network access, download the file elsewhere and copy '
            'it into the cache directory, or set the `init_cfg` checkpoint to its path.', '',
+           'The whole classifier files that are the metafiles\' `Weights` (`mim download mmposmlp --config '
+           '<model> --dest <dir>` fetches them; mim checks no hash) are read converted wherever mmengine\'s '
+           '`CheckpointLoader` reads them once `mmposmlp.Runner` or our tools registered the loaders '
+           '(`mmposmlp.models.official_weights.register_official_classifiers()` in your own code): `load_from`, '
+           '`tools/test.py CONFIG FILE` and mmpretrain\'s `get_model(<model>, pretrained=True)` (or a URL or a '
+           'path). A URL ending in an official file name is downloaded and verified as above from any host (a '
+           'mirror, `get_model`\'s `url_mapping`); a local file is recognised by its keys whatever it is called '
+           '(PosMLP, PosMLP-Video and Wave-MLP layouts; the Twins files, in mmpretrain\'s own layout, by their '
+           'names), and a file under an official name that holds neither that release\'s weights nor converted '
+           'ones is refused.', '',
            '| file | URL | SHA-256 prefix | what | configs |', '|---|---|---|---|---|']
     for name, (url, what) in OFFICIAL.items():
         configs = configs_naming(name, config_root)
