@@ -633,3 +633,27 @@ def test_other_files_are_read_as_they_are(tmp_path, official_loaders):
         torch.save(ckpt, tmp_path / name)
         loaded = CheckpointLoader.load_checkpoint(str(tmp_path / name))
         assert set(loaded) == set(ckpt) and loaded.get('meta') == ckpt.get('meta')
+
+
+def test_an_official_layout_that_does_not_convert_is_refused_in_one_sentence(tmp_path, official_loaders):
+    from mmengine.runner.checkpoint import CheckpointLoader
+    _, _, state = _wavemlp_official()
+    path = str(tmp_path / 'wave.pth')
+    torch.save({'state_dict': {**state, 'network.0.0.attn.extra_gate.weight': torch.zeros(2)}}, path)
+    with pytest.raises(CheckpointMismatchError, match='looks like the official Wave-MLP') as err:
+        CheckpointLoader.load_checkpoint(path)
+    _one_sentence(str(err.value))
+
+
+def test_layouts_are_recognised_by_the_releases_own_layers():
+    """Each official layout is told apart by its release's own layers, not by generic names: a file of another
+    model with `network.` / `blocks` keys (e.g. an official PoolFormer) is not taken for one."""
+    from mmposmlp.models.official_weights import official_layout
+    poolformer = {'network.0.0.token_mixer.pool.weight': torch.zeros(1), 'network.0.0.mlp.fc1.weight': torch.zeros(1),
+                  'head.weight': torch.zeros(1)}
+    assert official_layout(poolformer) is None
+    assert 'PosMLP-Video' in official_layout(_vector('posmlp_video')['state_dict'])
+    posmlp = next(iter(_vector('posmlp_options_gates')['cases'].values()))['state_dict']
+    assert 'PosMLP (' in official_layout(posmlp)
+    assert 'Wave-MLP' in official_layout(_wavemlp_official()[2])
+    assert official_layout({'backbone.' + k: v for k, v in _wavemlp_official()[2].items()}) is None

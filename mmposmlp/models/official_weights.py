@@ -57,22 +57,26 @@ OFFICIAL_BY_NAME = {'PosMLP_T.pth': _whole_posmlp, 'SSV1_S16.pyth': _whole_posml
 
 
 def _root_keys(state: Dict[str, torch.Tensor], *markers: str) -> bool:
-    """Keys of a bare official model (no ``backbone.`` part) with one starting with each of ``markers``."""
+    """Keys of a bare official model (no ``backbone.`` part) with a key matching each regex of ``markers``."""
     return (not any(k.startswith('backbone.') for k in state)
-            and all(any(k.startswith(m) for k in state) for m in markers))
+            and all(any(re.match(m, k) for k in state) for m in markers))
 
 
 #: the official whole-model layouts recognised by their keys, whatever the file is called: release ->
-#: (test of a state dict, conversion to our whole-model keys). The markers are the keys each family's
-#: ``checkpoint_filter_fn`` converts from (Twins as mmpretrain hosts it is mmpretrain's own layout, which
-#: mmpretrain's PCPVT reads as it is: recognised by its official name only).
+#: (test of a state dict, conversion to our whole-model keys). The markers are keys each family's
+#: ``checkpoint_filter_fn`` converts from, down to the release's own layers (Wave-MLP's phase-aware token
+#: mixing, the PosMLP gates), so no other model's file is taken for one (Twins as mmpretrain hosts it is
+#: mmpretrain's own layout, which mmpretrain's PCPVT reads as it is: recognised by its official name only).
 OFFICIAL_LAYOUTS = {
     'the official PosMLP (github.com/Zhicaiwww/PosMLP)': (
-        lambda s: _root_keys(s, 'patch_embed.projs.', 'levels.'), _whole_posmlp),
+        lambda s: _root_keys(s, r'patch_embed\.projs\.', r'levels\.\d+\.encoder\.\d+\.gate_unit\.'),
+        _whole_posmlp),
     'the official PosMLP-Video (github.com/zhouds1918/PosMLP_Video)': (
-        lambda s: _root_keys(s, 'patch_embed1.', 'blocks'), _whole_posmlp_video),
+        lambda s: _root_keys(s, r'patch_embed1\.', r'blocks\d+\.\d+\.(t_)?fc\.encoder\.gate_unit\.'),
+        _whole_posmlp_video),
     'the official Wave-MLP (github.com/huawei-noah/Efficient-AI-Backbones)': (
-        lambda s: _root_keys(s, 'network.') and is_official_wavemlp(s), _whole_wavemlp),
+        lambda s: _root_keys(s, r'network\.\d+\.\d+\.attn\.fc_h\.', r'network\.\d+\.\d+\.attn\.tfc_h\.')
+        and is_official_wavemlp(s), _whole_wavemlp),
 }
 
 
@@ -131,7 +135,14 @@ def load_from_local_file(filename: str, map_location=None):
     if convert is None:
         return drop_config_text(ckpt, filename)
     state = extract_state_dict(ckpt, source=filename)  # the EMA weights where the file holds both
-    return {'state_dict': convert({k[7:] if k.startswith('module.') else k: v for k, v in state.items()})}
+    try:
+        return {'state_dict': convert({k[7:] if k.startswith('module.') else k: v for k, v in state.items()})}
+    except (KeyError, ValueError, CheckpointMismatchError) as e:
+        reason = str(e.args[0] if isinstance(e, KeyError) and e.args else e).rstrip('.')
+        layout = official_layout(_peek(ckpt))
+        what = f'{layout} weights' if layout else describe_official(filename) or 'an official file'
+        raise CheckpointMismatchError(f'{filename} looks like {what} but does not convert ({reason}); pass the '
+                                      'file as the release published it.') from None
 
 
 #: a local path (no ``://``): sorted before the data-only loaders' ``''`` prefix, so it is chosen over it
