@@ -219,7 +219,7 @@ def _model_of(rel):
 @functools.lru_cache(maxsize=None)
 def parsed_configs():
     """``{rel: (scope, model dict)}`` of every shipped config; parsed in two processes (mmengine reads every
-    metafile of a library for each ``mmdet::``-style base, ~0.2 s a config)."""
+    metafile of a library for each ``mmdet::``-style base: most of the time of this check)."""
     rels = shipped_configs()
     ctx = multiprocessing.get_context('fork')
     with ctx.Pool(2) as pool:
@@ -234,10 +234,10 @@ def _backbone_cfg(model):
 
 
 def _build(cfg, scope):
+    from mmengine.config import ConfigDict
     from mmengine.registry import DefaultScope
 
     from mmposmlp.testing import model_registry
-    from mmengine.config import ConfigDict
     with DefaultScope.overwrite_default_scope(scope):
         return model_registry(scope).build(ConfigDict(cfg))
 
