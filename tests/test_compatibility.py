@@ -42,6 +42,19 @@ def test_representative_cases_are_as_documented(tool):
     assert results['TimeSformer head/PosMLPVideo'][1].startswith('refused: cls_head TimeSformerHead classifies')
 
 
+@pytest.mark.parametrize('case', ['DINO/PVTPEG', 'Deformable DETR/WaveMLP'])
+def test_a_case_starts_from_the_same_weights_every_time(tool, case):
+    """DETR-style models allocate ``level_embed`` without values; the case sets it (``init_weights()``, as
+    mmengine's Runner does), so a rerun starts from the same weights whatever memory it is given."""
+    import torch
+    first = {k: v.clone() for k, v in tool.case_model(case)[1].state_dict().items()}
+    garbage = torch.full((1 << 22, ), float('nan'))  # freed memory that the next allocation may reuse
+    del garbage
+    second = tool.case_model(case)[1].state_dict()
+    assert first.keys() == second.keys()
+    assert [k for k in first if not torch.equal(first[k], second[k])] == []
+
+
 @pytest.mark.slow
 def test_every_documented_case_reruns_as_documented(tool):
     """Every cell of the document, in the numbers of processes it states, rerun; the generated part is what the

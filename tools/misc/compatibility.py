@@ -311,25 +311,32 @@ def _optim_wrapper(model, cfg):
     return build_optim_wrapper(model, wrapper)
 
 
+def case_model(case_id):
+    """``(cfg, model, scope)`` of a case: built from torch's seed 0 and initialised by ``init_weights()`` as
+    mmengine's Runner does (DINO's and Deformable DETR's ``level_embed`` are allocated without values and set only
+    there), SyncBN as BN."""
+    import torch
+    from mmengine.model.utils import revert_sync_batchnorm
+
+    from mmposmlp.testing import build_model_from_cfg
+    torch.manual_seed(0)
+    cfg, _ = case_config(case_id)
+    model, scope = build_model_from_cfg(cfg)
+    model.init_weights()
+    return cfg, revert_sync_batchnorm(model), scope
+
+
 def run_case(case_id, distributed=False):
     """``'passes'``, ``'refused: <sentence>'`` (our checks refused the combination) or ``'fails: <error>'``."""
     import torch
     from mmengine.model import MMDistributedDataParallel
-    from mmengine.model.utils import revert_sync_batchnorm
     from mmengine.registry import DefaultScope
 
     from mmposmlp.engine.consumer_checks import ConsumerMismatchError, check_consumers
     from mmposmlp.engine.unused_outputs import GradientProbe, unused_message
-    from mmposmlp.testing import build_model_from_cfg
     consumer = case_id.split('/')[0]
-    torch.manual_seed(0)
     try:
-        cfg, _ = case_config(case_id)
-        model, scope = build_model_from_cfg(cfg)
-        # as mmengine's Runner does: some parameters (DINO's and Deformable DETR's level_embed) are allocated
-        # without values and set only here
-        model.init_weights()
-        model = revert_sync_batchnorm(model)
+        cfg, model, scope = case_model(case_id)
         check_consumers(model)
         inner = model
         if distributed:
