@@ -5,7 +5,8 @@ with ``start_level=1`` in RetinaNet, FCOS and ATSS; DeepLabV3+'s decode head, wh
 that norm without gradient. One process trains regardless; torch's DistributedDataParallel with
 ``find_unused_parameters=False`` (mmengine's default) stops at the next iteration with "Expected to have finished
 reduction in the prior iteration" and parameter indices only. :class:`UnusedOutputsHook` watches the first
-iteration's backward pass and says which output is ignored, by which consumer setting, and how to fix it.
+iteration's backward pass and says which output is ignored, by which consumer setting, and how to fix it;
+:func:`outputs_read` reads the same from a config, before anything is built.
 """
 from typing import Dict, List, Optional, Sequence, Set
 
