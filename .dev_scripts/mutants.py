@@ -238,7 +238,7 @@ MUTANTS = [
          find='_ALLOW_LIST_LOCK = threading.Lock()', replace='_ALLOW_LIST_LOCK = contextlib.nullcontext()',
          tests=['tests/test_checkpoint_safety.py', '-k', 'threads'],
          why="concurrent loads clear each other's entries of torch's process-wide allow-list and leave ours in it"),
-    dict(id='loader-keeps-config-text', file='mmposmlp/utils/safe_load.py',
+    dict(id='loader-keeps-config-text', file='mmposmlp/utils/plain_checkpoint.py',
          find='    if _KEEP_CONFIG_TEXT.get():\n        return ckpt\n    dropped = []',
          replace='    return ckpt\n    dropped = []',
          tests=['tests/test_checkpoint_safety.py', '-k', 'only_weights'],

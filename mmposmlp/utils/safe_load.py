@@ -4,29 +4,24 @@ Every checkpoint our tools, ``init_cfg`` and the converters read, and (once :fun
 ran) every local or http(s) file mmengine's ``CheckpointLoader`` reads, goes through :func:`load_checkpoint`:
 torch's own restricted unpickler, ``torch.load(f, weights_only=True)``, with checks for what it does not cover.
 
-* Before torch reads a byte, the archive and every pickle torch will unpickle are scanned (:func:`_scan_file`):
-  only the globals of :data:`ALLOWED_GLOBALS`, calls only of callables, numpy only with numeric dtypes, no
-  backward hooks, no storage larger than the file. torch's default allow-list alone would let a file call
-  ``bytearray(n)`` or ``torch.Tensor(n)`` for any ``n`` and rebuild quantized, sparse or nested tensors.
-* torch keeps one process-wide allow-list; ``torch.serialization.safe_globals`` removes on exit even entries
-  the caller had added before, and the caller's entries (numpy's own ``_reconstruct``, mmengine's
-  ``HistoryBuffer``, whose ``__setstate__`` writes its class) would reach our load. So a load holds a lock, sets
-  the list to exactly ours and puts the caller's back (torch's public ``get/clear/add_safe_globals``); a
-  weights-only ``torch.load`` in another thread meanwhile sees our list. ``HistoryBuffer`` and
-  ``argparse.Namespace`` resolve to placeholders of ours, never to the named class.
-* After torch, the result becomes plain data (:func:`_to_plain_loaded`): numpy arrays and scalars become
-  tensors and Python numbers, a ``HistoryBuffer`` ``{'log_history', 'count_history', 'max_length'}``, a
-  ``Namespace`` a dict; cycles, nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and
-  ``OrderedDict`` attributes other than a state dict's ``_metadata`` are refused.
+* Before torch reads a byte, the archive (:mod:`.checkpoint_archive`) and every pickle in it
+  (:func:`_scan_pickle`) are checked: only the globals of :data:`ALLOWED_GLOBALS`, calls only of
+  :data:`CALLABLE`, numpy only with numeric dtypes, no backward hooks, no storage larger than the file.
+  torch's default allow-list alone would let a file call ``bytearray(n)`` or ``torch.Tensor(n)`` for any
+  ``n`` and rebuild quantized, sparse or nested tensors.
+* During the load torch's process-wide allow-list is exactly ours (:func:`_torch_allow_list_is_ours`):
+  ``HistoryBuffer`` and ``argparse.Namespace`` resolve to placeholders of ours, never to the named class.
+* After torch, the result becomes plain data (:mod:`.plain_checkpoint`, :func:`_to_plain_loaded`); cycles,
+  nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and ``OrderedDict`` attributes other
+  than a state dict's ``_metadata`` are refused.
 
 A refusal is one sentence naming the file and what it asked for. Trusting a file is a per-command choice
 (``--trust-checkpoint`` in our tools, :func:`trusted_checkpoints` in code): only the files named there are
-unpickled without restrictions. The save side (:func:`to_plain_checkpoint`) writes the same plain structure, so
-checkpoints our training writes load with a plain ``torch.load(f, weights_only=True)``.
+unpickled without restrictions. Checkpoints our training writes (:func:`to_plain_checkpoint`) load with a plain
+``torch.load(f, weights_only=True)``.
 """
 import collections
 import contextlib
-import contextvars
 import io
 import os
 import os.path as osp
@@ -34,30 +29,29 @@ import pickle
 import pickletools
 import re
 import struct
-import tarfile
 import threading
-import warnings
 import zipfile
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
+
+from .checkpoint_archive import Refused as _Refusal
+from .checkpoint_archive import pickles_in
+from .plain_checkpoint import (LEAVES, NUMERIC_DTYPES, array_to_plain, drop_config_text,  # noqa: F401
+                               history_buffer_from_plain, is_state_dict_metadata, keep_config_text,
+                               to_plain_checkpoint)
+from .trust import TRUST_HINT, add_trust_argument, is_trusted, trusted_checkpoints  # noqa: F401
 
 __all__ = ['UnsafeCheckpointError', 'ALLOWED_GLOBALS', 'load_checkpoint', 'to_plain_checkpoint',
            'history_buffer_from_plain', 'trusted_checkpoints', 'is_trusted', 'add_trust_argument',
            'keep_config_text', 'register_mmengine_loaders']
 
-TRUST_HINT = 'if you trust this file, rerun with --trust-checkpoint (or load it inside trusted_checkpoints([path]))'
 MAX_DEPTH = 100
-NUMERIC_DTYPES = frozenset({'b1', 'i1', 'u1', 'i2', 'u2', 'i4', 'u4', 'i8', 'u8', 'f2', 'f4', 'f8', 'c8', 'c16'})
 
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint asked for something a data-only load refuses."""
-
-
-class _Refusal(Exception):
-    """What a file asked for (raised inside ``torch.load``, which rewraps ``UnpicklingError``)."""
 
 
 def _short(obj, n=80):
@@ -204,16 +198,14 @@ def _check_call(func, args):
         raise _Refusal(f'numpy _reconstruct{_short(args)} (only an empty numpy.ndarray is allowed)')
     if func.endswith('.scalar') and not (len(args) == 2 and _made_by(args[0], 'numpy.dtype')):
         raise _Refusal('a numpy scalar without a plain numeric dtype (object scalars are refused)')
-    tensor_calls = [(func, args)]
     if func == 'torch._utils._rebuild_from_type_v2' and len(args) == 4:
-        tensor_calls.append(('torch._utils._rebuild_tensor_v2', args[2]))
-    for name, call_args in tensor_calls:  # backward hooks: an empty dict, never filled later
-        i = _HOOKS_ARG.get(name)
-        hooks = call_args[i] if i is not None and type(call_args) is tuple and len(call_args) > i else None
-        if hooks is not None and not (_made_by(hooks, 'dict', 'OrderedDict') and not hooks.filled):
+        func, args = 'torch._utils._rebuild_tensor_v2', args[2]  # the plain tensor it rebuilds
+    i = _HOOKS_ARG.get(func)
+    hooks = args[i] if i is not None and type(args) is tuple and len(args) > i else None
+    if hooks is not None:  # backward hooks: an empty dict, never filled later
+        if not _made_by(hooks, 'dict', 'OrderedDict') or hooks.filled:
             raise _Refusal('a tensor with backward hooks')
-        if hooks is not None:
-            hooks.is_hooks = True
+        hooks.is_hooks = True
 
 
 def _check_state(inst, state):
@@ -303,79 +295,16 @@ def _scan_pickle(f, limit):
     raise ValueError('pickle exhausted before STOP')
 
 
-class _Bounded:
-    """A file whose reads never ask for more than what is left (pickletools reads an opcode's declared length)."""
-
-    def __init__(self, f, end):
-        self.f, self.end = f, end
-
-    def read(self, n):
-        return self.f.read(max(0, min(n, self.end - self.f.tell())))
-
-    def readline(self):
-        return self.f.readline(max(0, self.end - self.f.tell()))
-
-
-def _offsets_as_written(f, z, size):
-    """zipfile shifts every offset when the central directory does not end where the end records say (data
-    put before an archive); torch's reader does not, so the two would read different records."""
-    end = size - 22 - len(z.comment)
-    f.seek(end - 76)
-    zip64, locator, record = (lambda b: (b[:56], b[56:76], b[76:]))(f.read(98))
-    found = [struct.unpack('<II', record[12:20])]  # (size, offset) of the central directory
-    if locator[:4] == b'PK\x06\x07':  # a zip64 end record, where zipfile expects it
-        end -= 76
-        if struct.unpack('<Q', locator[8:16])[0] != end or zip64[:4] != b'PK\x06\x06':
-            return False
-        found.append(struct.unpack('<QQ', zip64[40:56]))
-    return all(cd_size + cd_offset == end or 0xFFFFFFFF in (cd_size, cd_offset) for cd_size, cd_offset in found)
-
-
-def _data_pickle(f, size) -> bytes:
-    """The ``data.pkl`` torch reads from a zip checkpoint, after checking the archive."""
-    with zipfile.ZipFile(f) as z:
-        infos = z.infolist()
-        names = [i.filename for i in infos]
-        top = names[0].split('/')[0] + '/' if names else '/'
-        if any(n.endswith('constants.pkl') for n in names):
-            raise _Refusal('TorchScript code (a torch.jit archive; load it with torch.jit.load if you trust it)')
-        if len(set(names)) != len(names) or not all(n.startswith(top) for n in names):
-            raise _Refusal('archive records named twice or outside the archive folder')
-        if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > size:
-            raise _Refusal('archive records that are compressed or larger than the file')
-        if not _offsets_as_written(f, z, size):
-            raise _Refusal('a zip central directory away from where its end record puts it')
-        return z.read(top + 'data.pkl')
-
-
 def _scan_file(f, size):
     """Check the archive and every pickle ``torch.load`` will read from ``f`` (an open file at offset 0)."""
     try:
-        if f.read(4) == b'PK\x03\x04':  # torch's own test for a zip checkpoint
-            return _scan_pickle(io.BytesIO(_data_pickle(f, size)), size)
-        f.seek(0)
-        if tarfile.is_tarfile(f):
-            raise _Refusal('a tar archive (the torch < 0.4 format, which torch.load unpacks to disk)')
-        f.seek(0)
-        for _ in range(5):  # the legacy format: magic number, protocol, system info, the data, the storage keys
-            _scan_pickle(_Bounded(f, size), size)
+        for pickle_file in pickles_in(f, size):
+            _scan_pickle(pickle_file, size)
     finally:
         f.seek(0)
 
 
 # ---------------------------------------------------------------------------------------------- after torch
-_LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
-
-
-def _is_state_dict_metadata(attrs) -> bool:
-    """``{'_metadata': {module prefix: {'version': int, ...}}}``, the attribute of ``Module.state_dict()``."""
-    meta = attrs.get('_metadata') if isinstance(attrs, dict) and set(attrs) == {'_metadata'} else None
-    return type(meta) in (dict, collections.OrderedDict) and all(
-        isinstance(k, str) and type(v) is dict and all(
-            isinstance(a, str) and type(b) in (int, float, str, bool, type(None)) for a, b in v.items())
-        for k, v in meta.items())
-
-
 def _history_state(x):
     keys = {'max_length', '_log_history', '_count_history'}
     state = x.state if isinstance(x.state, dict) else {}
@@ -394,7 +323,7 @@ def _to_plain_loaded(obj, limit):
 
     def walk(x, depth):
         t = type(x)
-        if t in _LEAVES:
+        if t in LEAVES:
             return x
         if t in (torch.Tensor, torch.nn.Parameter):
             if x.numel() * x.element_size() > limit:
@@ -414,7 +343,7 @@ def _to_plain_loaded(obj, limit):
         if t in (dict, collections.OrderedDict):
             out = t((walk(k, depth), walk(v, depth)) for k, v in x.items())
             attrs = getattr(x, '__dict__', None)
-            if attrs and not _is_state_dict_metadata(attrs):
+            if attrs and not is_state_dict_metadata(attrs):
                 raise _Refusal(f'OrderedDict attributes {_short(sorted(map(str, attrs)))}')
             if attrs:
                 out._metadata = attrs['_metadata']  # module versions torch keeps with every state_dict
@@ -422,7 +351,7 @@ def _to_plain_loaded(obj, limit):
         if t in (list, tuple, set, frozenset):
             return t(walk(v, depth) for v in x)
         if t is np.ndarray and x.dtype.str[1:] in NUMERIC_DTYPES:
-            return _array_to_plain(x)
+            return array_to_plain(x)
         if isinstance(x, np.generic) and x.dtype.str[1:] in NUMERIC_DTYPES:
             return x.item()
         if isinstance(x, np.dtype):
@@ -506,158 +435,7 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
                                     f'({type(e).__name__}: {reason}).') from None
 
 
-# ---------------------------------------------------------------------------------------------- trust
-_TRUSTED: contextvars.ContextVar = contextvars.ContextVar('mmposmlp_trusted_checkpoints', default=frozenset())
-
-
-def _trust_key(file) -> Optional[str]:
-    if isinstance(file, (str, os.PathLike)):
-        text = os.fspath(file)
-        return text if '://' in text else osp.realpath(osp.expanduser(text))
-    return None
-
-
-@contextlib.contextmanager
-def trusted_checkpoints(paths: Iterable):
-    """Within this context (this thread/task only), the given files are unpickled without restrictions.
-
-    This runs whatever code the files contain: use it only for files you made or trust.
-    """
-    keys = frozenset(k for k in (_trust_key(p) for p in paths if p) if k)
-    token = _TRUSTED.set(_TRUSTED.get() | keys)
-    try:
-        yield keys
-    finally:
-        _TRUSTED.reset(token)
-
-
-def is_trusted(file) -> bool:
-    key = _trust_key(file)
-    return key is not None and key in _TRUSTED.get()
-
-
-def add_trust_argument(parser):
-    """``--trust-checkpoint`` for a command-line tool (the one spelling all our tools share)."""
-    parser.add_argument('--trust-checkpoint', action='store_true',
-                        help='unpickle the checkpoint(s) this command names without restrictions. This runs any '
-                        'code stored in them: use it only for files you trust (e.g. an old checkpoint that needs '
-                        'a class). Without it, checkpoints load as data only.')
-    return parser
-
-# ---------------------------------------------------------------------------------------------- saving
-_warned_types = set()
-
-
-def _array_to_plain(arr: np.ndarray):
-    if arr.dtype.str[1:] in NUMERIC_DTYPES:
-        return torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder('=')).copy())
-    return to_plain_checkpoint(arr.tolist())
-
-
-def to_plain_checkpoint(obj):
-    """A copy of a checkpoint holding only what ``torch.load(weights_only=True)`` reads without an allow-list.
-
-    ``HistoryBuffer`` -> ``{'log_history': tensor, 'count_history': tensor, 'max_length': int}`` (exactly its
-    state), numeric numpy arrays -> tensors, numpy scalars -> Python numbers, namedtuples -> tuples. Other
-    objects are kept (with a warning: such a checkpoint then needs ``--trust-checkpoint`` to load).
-    """
-    from mmengine.logging.history_buffer import HistoryBuffer
-    memo = {}
-
-    def walk(x):
-        t = type(x)
-        if t in _LEAVES or isinstance(x, torch.Tensor):
-            return x
-        if id(x) in memo:
-            return memo[id(x)]
-        if isinstance(x, HistoryBuffer):
-            log, count = x.data
-            out = dict(log_history=_array_to_plain(np.asarray(log)), count_history=_array_to_plain(np.asarray(count)),
-                       max_length=int(x.max_length))
-        elif isinstance(x, np.ndarray):
-            out = _array_to_plain(x)
-        elif isinstance(x, np.generic):
-            out = x.item()
-            out = out if type(out) in _LEAVES else walk(out)
-        elif isinstance(x, collections.OrderedDict):
-            out = collections.OrderedDict((walk(k), walk(v)) for k, v in x.items())
-            if _is_state_dict_metadata({'_metadata': getattr(x, '_metadata', None)}):
-                out._metadata = x._metadata
-        elif isinstance(x, dict):
-            out = {walk(k): walk(v) for k, v in x.items()}
-        elif isinstance(x, (list, tuple, set, frozenset)):  # frozenset -> set (torch's safe loader has no frozenset)
-            base = list if isinstance(x, list) else tuple if isinstance(x, tuple) else set
-            out = base(walk(v) for v in x)
-        elif isinstance(x, (bool, int, float, str, bytes)):  # subclasses (e.g. IntEnum)
-            out = next(b for b in (bool, int, float, str, bytes) if isinstance(x, b))(x)
-        else:
-            if t not in _warned_types:
-                _warned_types.add(t)
-                warnings.warn(f'checkpoint holds a {t.__module__}.{t.__qualname__}, which is not plain data: '
-                              'loading this checkpoint will need --trust-checkpoint.')
-            out = x
-        memo[id(x)] = out
-        return out
-
-    return walk(obj)
-
-
-def history_buffer_from_plain(state):
-    """The ``HistoryBuffer`` a plain ``{'log_history', 'count_history', 'max_length'}`` dict describes."""
-    from mmengine.logging.history_buffer import HistoryBuffer
-    if isinstance(state, HistoryBuffer):
-        return state
-    if not (isinstance(state, dict) and set(state) == {'log_history', 'count_history', 'max_length'}):
-        return None
-
-    def arr(v):
-        return v.detach().cpu().numpy().copy() if isinstance(v, torch.Tensor) else np.asarray(v)
-
-    return HistoryBuffer(arr(state['log_history']), arr(state['count_history']), int(state['max_length']))
-
-
 # ---------------------------------------------------------------------------------------------- mmengine
-#: Where mmengine checkpoints keep config *text* that stock code runs with ``Config.fromstring``
-#: (``Runner.resume``/``FlexibleRunner.resume``: ``meta['config']``; ``BaseInferencer`` given only weights:
-#: ``message_hub['runtime_info']['cfg']`` or ``meta['cfg']``).
-CONFIG_TEXT_ENTRIES = (('meta', 'config'), ('meta', 'cfg'), ('message_hub', 'runtime_info', 'cfg'))
-
-
-_KEEP_CONFIG_TEXT = contextvars.ContextVar('mmposmlp_keep_config_text', default=False)
-
-
-@contextlib.contextmanager
-def keep_config_text():
-    """Within this context the CheckpointLoader schemes keep the config text: for a caller of ours that
-    reads it as data (resume reads the GPU count as a literal) and removes it before mmengine sees it."""
-    token = _KEEP_CONFIG_TEXT.set(True)
-    try:
-        yield
-    finally:
-        _KEEP_CONFIG_TEXT.reset(token)
-
-
-def drop_config_text(ckpt, source: str):
-    """Remove the config text entries (:data:`CONFIG_TEXT_ENTRIES`) of a loaded checkpoint, so that no
-    stock code reached through mmengine's ``CheckpointLoader`` executes text read from the file. A caller
-    that needs the config passes it (e.g. ``DetInferencer(model=CONFIG, weights=FILE)``)."""
-    if _KEEP_CONFIG_TEXT.get():
-        return ckpt
-    dropped = []
-    for path in CONFIG_TEXT_ENTRIES:
-        parent = ckpt
-        for key in path[:-1]:
-            parent = parent.get(key) if isinstance(parent, dict) else None
-        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), str):
-            del parent[path[-1]]
-            dropped.append('.'.join(path))
-    if dropped:
-        from mmengine.logging import print_log
-        print_log(f'{source}: ignored the stored config text ({", ".join(dropped)}): mmposmlp never executes '
-                  'text read from a checkpoint; pass the config explicitly', logger='current')
-    return ckpt
-
-
 def _load_from_local(filename, map_location):
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
