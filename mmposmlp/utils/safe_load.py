@@ -26,7 +26,6 @@ import io
 import os
 import os.path as osp
 import pickle
-import pickletools
 import re
 import struct
 import threading
@@ -36,8 +35,8 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from .checkpoint_archive import Refused as _Refusal
-from .checkpoint_archive import pickles_in
+from .checkpoint_scan import STORAGES, ScanPolicy, describe, scan_file  # noqa: F401  (STORAGES: re-exported)
+from .checkpoint_scan import Refused as _Refusal
 from .plain_checkpoint import (LEAVES, NUMERIC_DTYPES, array_to_plain, drop_config_text,  # noqa: F401
                                history_buffer_from_plain, is_state_dict_metadata, keep_config_text,
                                to_plain_checkpoint)
@@ -52,22 +51,6 @@ MAX_DEPTH = 100
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint asked for something a data-only load refuses."""
-
-
-def _short(obj, n=80):
-    """A short description of a value from the file (no repr of tensors or arbitrary objects)."""
-    if getattr(obj, 'shown_as', None):
-        text = obj.shown_as
-    elif isinstance(obj, type):
-        text = f'{obj.__module__}.{obj.__qualname__}'
-    elif isinstance(obj, (str, bytes, int, float, complex, bool, type(None))):
-        text = repr(obj[:n + 1] if isinstance(obj, (str, bytes)) else obj)
-    elif type(obj) in (tuple, list):
-        text = ', '.join(_short(x, 20) for x in obj[:4]) + (', ...' if len(obj) > 4 else '')
-        text = f'({text})' if type(obj) is tuple else f'[{text}]'
-    else:
-        text = f'<{type(obj).__name__}>'
-    return text if len(text) <= n else text[:n] + '...'
 
 
 # ---------------------------------------------------------------------------------------------- what a file names
@@ -89,7 +72,7 @@ class _Namespace(_Placeholder):
 
 def _rebuild_from_type_v2(func, new_type, args, state):
     if func is not torch._utils._rebuild_tensor_v2 or new_type is not torch.Tensor or state:
-        raise _Refusal(f'_rebuild_from_type_v2 of {_short(new_type)} with state {_short(state)} (only plain '
+        raise _Refusal(f'_rebuild_from_type_v2 of {describe(new_type)} with state {describe(state)} (only plain '
                        'tensors without attributes are allowed)')
     return func(*args)
 
@@ -98,7 +81,7 @@ def _history_getattr(obj, name, *rest):
     """HistoryBuffer pickles its statistics methods as ``getattr(HistoryBuffer, 'min')``: a name, not the method."""
     if rest or obj is not _HistoryBuffer or not isinstance(name, str) or \
             not re.fullmatch(r'[A-Za-z][A-Za-z0-9_]{0,63}', name):
-        raise _Refusal(f'getattr({_short(obj)}, {_short(name)}) (only HistoryBuffer statistics methods are allowed)')
+        raise _Refusal(f'getattr({describe(obj)}, {describe(name)}) (only HistoryBuffer statistics methods are allowed)')
     return f'HistoryBuffer.{name}'
 
 
@@ -139,11 +122,7 @@ CALLABLE = {k for k in ALLOWED_GLOBALS if k not in _DTYPES and k[1] not in (
     'Tensor', 'Parameter', 'ndarray', 'HistoryBuffer', 'Namespace')}
 #: classes a file may instantiate (NEWOBJ without arguments, then BUILD with their state)
 NEWOBJ = {('mmengine.logging.history_buffer', 'HistoryBuffer'), ('argparse', 'Namespace')}
-#: storage types a storage id may name (``torch.cuda.FloatStorage`` in old files), with their element type
-STORAGES = {f'{m}.{n}Storage': getattr(torch, d) for m in ('torch', 'torch.cuda') for n, d in (
-    ('Bool', 'bool'), ('Byte', 'uint8'), ('Char', 'int8'), ('Short', 'int16'), ('Int', 'int32'), ('Long', 'int64'),
-    ('Half', 'float16'), ('Float', 'float32'), ('Double', 'float64'), ('BFloat16', 'bfloat16'),
-    ('ComplexFloat', 'complex64'), ('ComplexDouble', 'complex128'))}
+_POLICY = ScanPolicy(frozenset(ALLOWED_GLOBALS), frozenset(CALLABLE), frozenset(NEWOBJ))
 #: torch's allow-list during a load: the objects above under the names torch does not know, and the types
 #: whose state torch then lets a file set (numpy's dtype classes, our placeholders)
 _TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
@@ -152,165 +131,13 @@ _TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
 
 
 # ---------------------------------------------------------------------------------------------- before torch
-#: the opcodes torch's weights-only unpickler reads (protocol 2, what ``torch.save`` writes)
-_OPCODES = frozenset(
-    'PROTO STOP GLOBAL NEWOBJ REDUCE BUILD APPEND APPENDS SETITEM SETITEMS MARK TUPLE TUPLE1 TUPLE2 TUPLE3 NONE '
-    'NEWFALSE NEWTRUE EMPTY_TUPLE EMPTY_LIST EMPTY_DICT EMPTY_SET BININT BININT1 BININT2 BINFLOAT BINUNICODE '
-    'SHORT_BINSTRING BINPERSID BINGET LONG_BINGET BINPUT LONG_BINPUT LONG1'.split())
-_CONSTANTS = dict(NONE=None, NEWFALSE=False, NEWTRUE=True, EMPTY_TUPLE=())
-_HOOKS_ARG = {'torch._utils._rebuild_tensor_v2': 5, 'torch._utils._rebuild_parameter': 2}
-
-
-class _Name(str):
-    """A global, as the scan sees it."""
-
-    def __new__(cls, module, name):
-        out = super().__new__(cls, f'{module}.{name}')
-        out.key, out.shown_as = (module, name), f'{module}.{name}'
-        return out
-
-
-class _Made:
-    """An object the pickle builds, as the scan sees it: what made it, whether items were put in it."""
-
-    def __init__(self, by, filled=False, is_hooks=False):
-        self.by, self.filled, self.is_hooks, self.shown_as = by, filled, is_hooks, f'the result of {by}'
-
-    def fill(self):
-        if self.is_hooks:
-            raise _Refusal('a tensor with backward hooks')
-        self.filled = True
-
-
-def _made_by(x, *names):
-    return isinstance(x, _Made) and any(x.by == n or x.by.endswith('.' + n) for n in names)
-
-
-def _check_call(func, args):
-    """The arguments a file passes, where the callee would let the file choose more than data."""
-    if func == '_codecs.encode' and not (len(args) == 2 and isinstance(args[0], str) and
-                                         args[1] in ('latin1', 'latin-1')):
-        raise _Refusal(f'_codecs.encode{_short(args)} (only latin1 bytes are allowed)')
-    if func == 'numpy.dtype' and not (len(args) in (1, 3) and args[0] in NUMERIC_DTYPES):
-        raise _Refusal(f'numpy dtype {_short(args[0] if args else None)} (object, string, void and structured '
-                       'dtypes are refused)')
-    if func.endswith('._reconstruct') and not (len(args) == 3 and args[0] == 'numpy.ndarray' and args[1] == (0, )):
-        raise _Refusal(f'numpy _reconstruct{_short(args)} (only an empty numpy.ndarray is allowed)')
-    if func.endswith('.scalar') and not (len(args) == 2 and _made_by(args[0], 'numpy.dtype')):
-        raise _Refusal('a numpy scalar without a plain numeric dtype (object scalars are refused)')
-    if func == 'torch._utils._rebuild_from_type_v2' and len(args) == 4:
-        func, args = 'torch._utils._rebuild_tensor_v2', args[2]  # the plain tensor it rebuilds
-    i = _HOOKS_ARG.get(func)
-    hooks = args[i] if i is not None and type(args) is tuple and len(args) > i else None
-    if hooks is not None:  # backward hooks: an empty dict, never filled later
-        if not _made_by(hooks, 'dict', 'OrderedDict') or hooks.filled:
-            raise _Refusal('a tensor with backward hooks')
-        hooks.is_hooks = True
-
-
-def _check_state(inst, state):
-    """BUILD: only on numpy dtypes and arrays, our placeholders and OrderedDicts, with states of data."""
-    if _made_by(inst, 'numpy.dtype'):
-        if not (type(state) is tuple and len(state) in (8, 9) and state[0] in (3, 4) and
-                state[1] in ('<', '>', '|', '=') and all(s is None for s in state[2:5])):
-            raise _Refusal(f'a numpy dtype with state {_short(state)} (only plain numeric dtypes are allowed)')
-    elif _made_by(inst, '_reconstruct'):
-        if not (type(state) is tuple and len(state) == 5 and _made_by(state[2], 'numpy.dtype')):
-            raise _Refusal('a numpy array without a plain numeric dtype (object, string or structured arrays '
-                           'are refused)')
-        if not (isinstance(state[4], str) or _made_by(state[4], '_codecs.encode')):
-            raise _Refusal(f'a numpy array whose data is {_short(state[4])}, not bytes (an object array)')
-    elif not (_made_by(inst, 'OrderedDict', 'HistoryBuffer', 'Namespace') and _made_by(state, 'dict')):
-        raise _Refusal(f'setting the state of {_short(inst)}')
-
-
-def _storage(pid, limit):
-    if not (type(pid) is tuple and len(pid) in (5, 6) and pid[0] == 'storage' and pid[1] in STORAGES):
-        raise _Refusal(f'the persistent id {_short(pid)} (only tensor storages are allowed)')
-    if not (type(pid[4]) is int and 0 <= pid[4] * STORAGES[pid[1]].itemsize <= limit):
-        raise _Refusal(f'a storage of {_short(pid[4])} elements, larger than the file')
-    return _Made('storage')
-
-
-def _scan_pickle(f, limit):
-    """Follow one pickle as torch's unpickler will, and refuse before it runs what torch's default allow-list
-    would let through: another global, opcode or storage type, a call of a non-callable (``torch.Tensor(n)``
-    allocates), a new object of another class, the arguments and states :func:`_check_call` and
-    :func:`_check_state` refuse, a storage larger than the file."""
-    stack, metastack, memo = [], [], {}
-    for op, arg, _ in pickletools.genops(f):
-        code = op.name
-        if code not in _OPCODES:
-            raise _Refusal(f'the pickle opcode {code} (torch\'s weights-only unpickler reads pickle protocol 2, what '
-                           'torch.save writes by default)')
-        if code == 'STOP':
-            return
-        if code == 'MARK':
-            metastack.append(stack)
-            stack = []
-        elif code in ('TUPLE', 'APPENDS', 'SETITEMS'):
-            items, stack = stack, metastack.pop()
-            if code == 'TUPLE':
-                stack.append(tuple(items))
-            elif isinstance(stack[-1], _Made):
-                stack[-1].fill()
-        elif code in ('TUPLE1', 'TUPLE2', 'TUPLE3'):
-            n = int(code[-1])
-            if len(stack) < n:
-                raise IndexError('pop from empty stack')
-            stack[-n:] = [tuple(stack[-n:])]
-        elif code in ('APPEND', 'SETITEM'):
-            del stack[-(2 if code == 'SETITEM' else 1):]
-            if isinstance(stack[-1], _Made):
-                stack[-1].fill()
-        elif code == 'BUILD':
-            _check_state(stack[-2], stack.pop())
-            stack[-1].fill()
-        elif code == 'REDUCE':
-            args, func = stack.pop(), stack[-1]
-            if not (isinstance(func, _Name) and func.key in CALLABLE and type(args) is tuple):
-                raise _Refusal(f'a call of {_short(func)}' + ('' if type(args) is tuple else ' without a tuple'))
-            _check_call(func, args)
-            stack[-1] = _Made(func, filled=args != ())
-        elif code == 'NEWOBJ':
-            args, cls = stack.pop(), stack.pop()
-            if not (isinstance(cls, _Name) and cls.key in NEWOBJ and args == ()):
-                raise _Refusal(f'a new object of {_short(cls)}')
-            stack.append(_Made(cls))
-        elif code == 'BINPERSID':
-            stack[-1] = _storage(stack[-1], limit)
-        elif code in ('BINPUT', 'LONG_BINPUT'):
-            memo[arg] = stack[-1]
-        elif code in ('BINGET', 'LONG_BINGET'):
-            stack.append(memo[arg])
-        elif code == 'GLOBAL':
-            name = _Name(*arg.split(' ', 1))
-            if name.key not in ALLOWED_GLOBALS and name not in STORAGES:
-                raise _Refusal(f'the global {name}')
-            stack.append(name)
-        elif code.startswith('EMPTY_') and code != 'EMPTY_TUPLE':
-            stack.append(_Made(code[6:].lower()))
-        elif code != 'PROTO':
-            stack.append(_CONSTANTS.get(code, arg))
-    raise ValueError('pickle exhausted before STOP')
-
-
-def _scan_file(f, size):
-    """Check the archive and every pickle ``torch.load`` will read from ``f`` (an open file at offset 0)."""
-    try:
-        for pickle_file in pickles_in(f, size):
-            _scan_pickle(pickle_file, size)
-    finally:
-        f.seek(0)
-
-
 # ---------------------------------------------------------------------------------------------- after torch
 def _history_state(x):
     keys = {'max_length', '_log_history', '_count_history'}
     state = x.state if isinstance(x.state, dict) else {}
     if not (keys <= set(state) <= keys | {'statistics_methods'} and type(state['max_length']) is int and
             all(type(state[k]) is np.ndarray for k in ('_log_history', '_count_history'))):
-        raise _Refusal(f'a HistoryBuffer with state {_short(sorted(map(str, state)) or x.state)}')
+        raise _Refusal(f'a HistoryBuffer with state {describe(sorted(map(str, state)) or x.state)}')
     # the statistics methods are dropped: a load never changes HistoryBuffer._statistics_methods
     return dict(log_history=state['_log_history'], count_history=state['_count_history'],
                 max_length=state['max_length'])
@@ -344,7 +171,7 @@ def _to_plain_loaded(obj, limit):
             out = t((walk(k, depth), walk(v, depth)) for k, v in x.items())
             attrs = getattr(x, '__dict__', None)
             if attrs and not is_state_dict_metadata(attrs):
-                raise _Refusal(f'OrderedDict attributes {_short(sorted(map(str, attrs)))}')
+                raise _Refusal(f'OrderedDict attributes {describe(sorted(map(str, attrs)))}')
             if attrs:
                 out._metadata = attrs['_metadata']  # module versions torch keeps with every state_dict
             return out
@@ -360,7 +187,7 @@ def _to_plain_loaded(obj, limit):
             return walk(_history_state(x), depth)
         if t is _Namespace and isinstance(x.state, dict) and all(isinstance(k, str) for k in x.state):
             return {k: walk(v, depth) for k, v in x.state.items()}
-        raise _Refusal(f'{_short(x)} without a state of data' if t in (_HistoryBuffer, _Namespace) else
+        raise _Refusal(f'{describe(x)} without a state of data' if t in (_HistoryBuffer, _Namespace) else
                        f'an object of type {t.__name__}')
 
     return walk(obj, 0)
@@ -372,7 +199,12 @@ _ALLOW_LIST_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _torch_allow_list_is_ours():
-    """torch's process-wide allow-list holds exactly our entries during a load and the caller's after it."""
+    """torch's process-wide allow-list holds exactly our entries during a load and the caller's after it.
+
+    ``torch.serialization.safe_globals`` would remove on exit entries the caller had added before, and the
+    caller's entries (mmengine's ``HistoryBuffer``, whose ``__setstate__`` writes its class) would reach our
+    load; a weights-only ``torch.load`` in another thread meanwhile sees our list.
+    """
     with _ALLOW_LIST_LOCK:
         saved = torch.serialization.get_safe_globals()
         torch.serialization.clear_safe_globals()
@@ -422,7 +254,7 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
         with _opened(file) as f:
             size = f.seek(0, io.SEEK_END)
             f.seek(0)
-            _scan_file(f, size)
+            scan_file(f, size, _POLICY)
             with _torch_allow_list_is_ours():
                 data = torch.load(f, map_location=map_location, weights_only=True, mmap=False)
         return _to_plain_loaded(data, size)
