@@ -81,7 +81,8 @@ def _history_getattr(obj, name, *rest):
     """HistoryBuffer pickles its statistics methods as ``getattr(HistoryBuffer, 'min')``: a name, not the method."""
     if rest or obj is not _HistoryBuffer or not isinstance(name, str) or \
             not re.fullmatch(r'[A-Za-z][A-Za-z0-9_]{0,63}', name):
-        raise _Refusal(f'getattr({describe(obj)}, {describe(name)}) (only HistoryBuffer statistics methods are allowed)')
+        raise _Refusal(f'getattr({describe(obj)}, {describe(name)}) (only HistoryBuffer statistics methods are '
+                       'allowed)')
     return f'HistoryBuffer.{name}'
 
 
