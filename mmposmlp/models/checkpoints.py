@@ -232,12 +232,13 @@ def load_from_url(url: str, load: Callable[[str], object]):
     """``load(path)`` on the verified download of ``url`` (:func:`mmposmlp.utils.download.fetch`). A file that
     ``load`` refuses is not kept: its one sentence says so and names the manual route."""
     from mmposmlp.utils.download import DownloadError, fetch, manual_route
+    from mmposmlp.utils.pretrained import file_name
 
     def checked(path):
         try:
             return load(path)
         except (CheckpointMismatchError, UnsafeCheckpointError) as e:
-            if osp.basename(path) == osp.basename(url):
+            if osp.basename(path) == file_name(url):
                 raise  # a file already in the cache (kept before, or put there by hand)
             text = str(e).replace(path, url).rstrip('.')
             raise type(e)(f'{text} (the download was not kept; a file that fits: {manual_route(url)}).') from None
