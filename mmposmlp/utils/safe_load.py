@@ -131,7 +131,6 @@ _TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
                       (type(np.dtype(c)), f'numpy.dtypes.{type(np.dtype(c)).__name__}') for c in NUMERIC_DTYPES]
 
 
-# ---------------------------------------------------------------------------------------------- before torch
 # ---------------------------------------------------------------------------------------------- after torch
 def _history_state(x):
     keys = {'max_length', '_log_history', '_count_history'}
