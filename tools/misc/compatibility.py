@@ -392,6 +392,18 @@ def _worker(rank, world, port, case_ids, out_dir):
         dist.destroy_process_group()
 
 
+def _importable_worker():
+    """:func:`_worker` as spawned processes find it: by this module's name (a test loads the tool from its file,
+    outside ``sys.modules`` and ``sys.path``)."""
+    if __name__ == '__main__':
+        return _worker
+    import importlib
+    here = osp.dirname(osp.abspath(__file__))
+    if here not in sys.path:
+        sys.path.append(here)
+    return importlib.import_module(__name__)._worker
+
+
 def run_distributed(case_ids, world=2):
     """Results of ``case_ids`` in ``world`` processes (DDP over gloo); a case passes only if every rank passed."""
     import json
@@ -400,7 +412,7 @@ def run_distributed(case_ids, world=2):
 
     from mmposmlp.utils.dist import find_free_port
     with tempfile.TemporaryDirectory() as out:
-        mp.start_processes(_worker, args=(world, find_free_port(), list(case_ids), out), nprocs=world,
+        mp.start_processes(_importable_worker(), args=(world, find_free_port(), list(case_ids), out), nprocs=world,
                            start_method='spawn')
         ranks = []
         for r in range(world):
