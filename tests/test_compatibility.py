@@ -56,7 +56,7 @@ def test_a_case_starts_from_the_same_weights_every_time(tool, case):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(7200)  # 76 cells and 21 two-process runs: over 15 min in one process on the loaded 2-vCPU VM
+@pytest.mark.timeout(7200)  # 76 cells, 21 also in two processes: 2.5 min on the idle 2-vCPU VM, over 15 min loaded
 def test_every_documented_case_reruns_as_documented(tool):
     """Every cell of the document, in the numbers of processes it states, rerun; the generated part is what the
     tool renders from those results."""
