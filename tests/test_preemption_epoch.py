@@ -1,0 +1,100 @@
+"""An epoch-based run (mmdet's default: ``type='EpochBasedTrainLoop'`` with ``CheckpointHook(interval=1)``) told to
+stop in the middle of an epoch saves there, exits 99, and ``--resume`` continues it at the next batch of that epoch,
+bit-identical to an uninterrupted run: weights, EMA, optimizer, schedulers (an iteration warm-up and an epoch step),
+random states, every logged loss, learning rate and metric, and the epoch/batch numbers hooks and logs see.
+
+Default suite: the narrow PosMLP toy classifier (drop path, Mixup/CutMix, EMA), 3 epochs of 6 batches, with
+``num_workers=0`` signalled three times in a row (after the last batch of epoch 1, in the middle of epoch 2, in
+the validation after epoch 2), and with ``num_workers=2`` signalled once in the middle of epoch 2.
+"""
+import os.path as osp
+import re
+
+import pytest
+
+from mmposmlp.utils.compat import safe_torch_load
+from resume_harness import _tensors_equal, launch, logged_scalars
+from test_preemption import PREEMPTED, _case, _preempted_record, _signalled
+
+EPOCHS, BATCHES = 3, 6  # 24 toy images, batch 4
+EPOCH_SCHEDULE = """
+train_cfg = dict(_delete_=True, type='EpochBasedTrainLoop', max_epochs=3, val_interval=1)
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=-1),
+                     logger=dict(type='LoggerHook', interval=1))
+log_processor = dict(by_epoch=True, window_size=1)
+param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=8),
+                   dict(type='MultiStepLR', by_epoch=True, milestones=[2], gamma=0.5)]
+"""
+
+
+def assert_same_epoch_run(ref_dir, work_dir):
+    a, b = (safe_torch_load(osp.join(d, f'epoch_{EPOCHS}.pth')) for d in (ref_dir, work_dir))
+    assert a['meta']['iter'] == b['meta']['iter'] == EPOCHS * BATCHES
+    for k in ('state_dict', 'ema_state_dict', 'optimizer', 'param_schedulers', 'resume_state'):
+        _tensors_equal(a[k], b[k], k)
+    sa, sb = logged_scalars(ref_dir), logged_scalars(work_dir)
+    assert sa.keys() == sb.keys(), sorted(set(sa) ^ set(sb))
+    assert sum(mode == 'train' for mode, _ in sa) == EPOCHS * BATCHES
+    assert sum(mode == 'val' for mode, _ in sa) == EPOCHS
+    for k in sa:
+        assert sa[k] == sb[k], (k, sa[k], sb[k])
+
+
+def _train_positions(log):
+    """``[(epoch, batch), ...]`` of the training log lines (``Epoch(train) [2][4/6]``)."""
+    return [(int(e), int(b)) for e, b in re.findall(r'Epoch\(train\)\s*\[(\d+)\]\[\s*(\d+)/\d+\]', log)]
+
+
+@pytest.fixture(scope='module', params=[0, 2], ids=['workers0', 'workers2'])
+def epoch_case(request, toy_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f'preempt_epoch{request.param}')
+    cwd, cfg = _case(root, toy_data, workers=request.param, extra=EPOCH_SCHEDULE)
+    ref = osp.join(cwd, 'ref')
+    rc, log = launch(cfg, ref, cwd)
+    assert rc == 0, log[-4000:]
+    assert _train_positions(log)[:BATCHES + 1] == [(1, b) for b in range(1, BATCHES + 1)] + [(2, 1)], log[-3000:]
+    first = safe_torch_load(osp.join(ref, 'epoch_1.pth'))['state_dict']
+    last = safe_torch_load(osp.join(ref, f'epoch_{EPOCHS}.pth'))['state_dict']
+    assert any(not first[k].equal(last[k]) for k in first if first[k].is_floating_point())
+    return request.param, cwd, cfg, ref
+
+
+def test_mid_epoch_signals_resume_bit_identically(epoch_case, monkeypatch):
+    workers, cwd, cfg, ref = epoch_case
+    work = osp.join(cwd, 'signalled')
+    stops = ['iter:9:SIGUSR1'] if workers else ['iter:6:SIGTERM', 'iter:9:SIGUSR1', 'val:12:SIGTERM']
+    for i, spec in enumerate(stops):
+        rc, log = _signalled(cfg, work, cwd, spec, monkeypatch, resume=i > 0)
+        assert rc == PREEMPTED, log[-4000:]
+        n = int(spec.split(':')[1])
+        assert _preempted_record(work)['iter'] == str(n)
+        ckpt = safe_torch_load(osp.join(work, f'iter_{n}.pth'))
+        assert ckpt['meta']['iter'] == n
+        if spec.startswith('iter:'):
+            assert ckpt['meta']['epoch'] == (n - 1) // BATCHES and not ckpt['resume_state']['at_epoch_end']
+            assert 'epoch_start' in ckpt['resume_state']['rng'][0]
+        else:
+            assert ckpt['meta']['epoch'] == n // BATCHES and ckpt['resume_state']['at_epoch_end']
+    rc, log = launch(cfg, work, cwd, resume=True)
+    assert rc == 0, log[-4000:]
+    assert f'iter_{n}.pth' in log
+    if workers:  # resumed after batch 3 of epoch 2: the log goes on with batch 4, as the uninterrupted run's
+        assert _train_positions(log)[0] == (2, 4), log[-3000:]
+    else:
+        assert 'did not finish before the run stopped' in log  # the validation after epoch 2, again
+        assert _train_positions(log)[0] == (3, 1), log[-3000:]
+    assert_same_epoch_run(ref, work)
+
+
+def test_library_epoch_loops_become_the_exact_one():
+    """Configs keep mmengine's name (or by_epoch=True); the Runner builds ExactEpochBasedTrainLoop for it."""
+    from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
+
+    from mmposmlp.engine.loops import ExactEpochBasedTrainLoop, exact_epoch_loop_cfg
+    for cfg in (dict(type='EpochBasedTrainLoop', max_epochs=2), dict(type='mmengine.EpochBasedTrainLoop'),
+                dict(type=EpochBasedTrainLoop), dict(by_epoch=True, max_epochs=2)):
+        out = exact_epoch_loop_cfg(cfg)
+        assert out['type'] is ExactEpochBasedTrainLoop and 'by_epoch' not in out
+    for cfg in (dict(type='IterBasedTrainLoop', max_iters=2), dict(type=IterBasedTrainLoop),
+                dict(by_epoch=False, max_iters=2), dict(type='mmdet.CustomLoop')):
+        assert exact_epoch_loop_cfg(cfg) == cfg
