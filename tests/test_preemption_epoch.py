@@ -5,7 +5,9 @@ random states, every logged loss, learning rate and metric, and the epoch/batch 
 
 Default suite: the narrow PosMLP toy classifier (drop path, Mixup/CutMix, EMA), 3 epochs of 6 batches, with
 ``num_workers=0`` signalled three times in a row (after the last batch of epoch 1, in the middle of epoch 2, in
-the validation after epoch 2), and with ``num_workers=2`` signalled once in the middle of epoch 2.
+the validation after epoch 2), and with ``num_workers=2`` signalled once in the middle of epoch 2. ``slow``: a
+toy config of every family (Mask R-CNN PosMLP-T as mmdet's default, PosMLP-Video, Wave-MLP RetinaNet, PVT+PEG FPN,
+CPVT, IMLP), 2 epochs of 4 batches signalled in the middle of epoch 2, with ``num_workers`` 0 and 2.
 """
 import os.path as osp
 import re
@@ -13,8 +15,8 @@ import re
 import pytest
 
 from mmposmlp.utils.compat import safe_torch_load
-from resume_harness import _tensors_equal, launch, logged_scalars
-from test_preemption import PREEMPTED, _case, _preempted_record, _signalled
+from resume_harness import ROOT, _tensors_equal, launch, logged_scalars, toy_cwd, write_case
+from test_preemption import PREEMPTED, SIGNAL_HOOK, _case, _preempted_record, _signalled
 
 EPOCHS, BATCHES = 3, 6  # 24 toy images, batch 4
 EPOCH_SCHEDULE = """
@@ -98,3 +100,62 @@ def test_library_epoch_loops_become_the_exact_one():
     for cfg in (dict(type='IterBasedTrainLoop', max_iters=2), dict(type=IterBasedTrainLoop),
                 dict(by_epoch=False, max_iters=2), dict(type='mmdet.CustomLoop')):
         assert exact_epoch_loop_cfg(cfg) == cfg
+
+
+# ---- every family (slow): one toy config each, 2 epochs of 4 batches, signalled in the middle of epoch 2 ----
+FAMILY_EPOCHS = """
+train_cfg = dict(_delete_=True, type='EpochBasedTrainLoop', max_epochs=2, val_interval=2)
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=-1),
+                     logger=dict(type='LoggerHook', interval=1))
+log_processor = dict(by_epoch=True, window_size=1)
+train_dataloader = dict(batch_size=2, dataset=dict(indices=8))
+val_dataloader = dict(dataset=dict(indices=4))
+"""
+FAMILY_HOOKS = {'cls': "custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), "
+                       "dict(type='SignalAtHook')]\n",
+                'other': "custom_hooks = [dict(type='SignalAtHook')]\n"}
+FAMILY_CASES = {  # PosMLP (Mask R-CNN, mmdet's default), PosMLP-Video, Wave-MLP, PVT+PEG, CPVT, IMLP
+    'posmlp_maskrcnn': 'posmlp/toy/mask-rcnn_posmlp-t_1x_toy-coco.py',
+    'posmlp_video': 'posmlp_video/toy/posmlp-video-s_toy-k400.py',
+    'wavemlp_retinanet': 'wavemlp/toy/retinanet_wavemlp-t_toy-coco.py',
+    'pvt_peg_fpn': 'cpvt/toy/fpn_pvt-peg-t_toy-ade20k.py',
+    'cpvt_cls': 'cpvt/toy/cpvt-ti_toy-in1k.py',
+    'imlp_cls': 'imlp/toy/deit-ti-imlp_toy-in1k.py',
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize('workers', [0, 2])
+@pytest.mark.parametrize('case', sorted(FAMILY_CASES))
+def test_every_family_signalled_mid_epoch_resumes_bit_identically(case, workers, toy_data, tmp_path, monkeypatch):
+    cls = case.endswith('_cls')
+    cwd = toy_cwd(tmp_path, toy_data)
+    cfg = write_case(str(tmp_path / 'cfg'), osp.join(ROOT, 'configs', FAMILY_CASES[case]),
+                     FAMILY_EPOCHS + FAMILY_HOOKS['cls' if cls else 'other'], workers=workers)
+    with open(tmp_path / 'cfg' / 'kill_hook.py', 'a') as f:
+        f.write('import time\n' + SIGNAL_HOOK)
+    ref = osp.join(cwd, 'ref')
+    rc, log = launch(cfg, ref, cwd)
+    assert rc == 0, log[-4000:]
+    batches = safe_torch_load(osp.join(ref, 'epoch_1.pth'))['meta']['iter']
+    first = safe_torch_load(osp.join(ref, 'epoch_1.pth'))['state_dict']
+    a = safe_torch_load(osp.join(ref, 'epoch_2.pth'))
+    assert a['meta']['iter'] == 2 * batches and batches >= 2
+    assert any(not first[k].equal(a['state_dict'][k]) for k in first if first[k].is_floating_point())
+    work = osp.join(cwd, 'signalled')
+    stop = batches + batches // 2
+    rc, log = _signalled(cfg, work, cwd, f'iter:{stop}:SIGUSR1', monkeypatch, resume=False)
+    assert rc == PREEMPTED, log[-4000:]
+    assert _preempted_record(work)['iter'] == str(stop)
+    rc, log = launch(cfg, work, cwd, resume=True)
+    assert rc == 0, log[-4000:]
+    assert _train_positions(log)[0] == (2, batches // 2 + 1), log[-3000:]
+    b = safe_torch_load(osp.join(work, 'epoch_2.pth'))
+    keys = ['state_dict', 'optimizer', 'param_schedulers', 'resume_state'] + (['ema_state_dict'] if cls else [])
+    for k in keys:
+        _tensors_equal(a[k], b[k], k)
+    sa, sb = logged_scalars(ref), logged_scalars(work)
+    assert sa.keys() == sb.keys() and any(mode == 'val' for mode, _ in sa), sorted(set(sa) ^ set(sb))
+    for k in sa:
+        assert sa[k] == sb[k], (k, sa[k], sb[k])
