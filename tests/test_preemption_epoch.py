@@ -9,6 +9,7 @@ the validation after epoch 2), and with ``num_workers=2`` signalled once in the 
 toy config of every family (Mask R-CNN PosMLP-T as mmdet's default, PosMLP-Video, Wave-MLP RetinaNet, PVT+PEG FPN,
 CPVT, IMLP), 2 epochs of 4 batches signalled in the middle of epoch 2, with ``num_workers`` 0 and 2.
 """
+import os
 import os.path as osp
 import re
 
@@ -51,6 +52,11 @@ def _train_positions(log):
 def epoch_case(request, toy_data, tmp_path_factory):
     root = tmp_path_factory.mktemp(f'preempt_epoch{request.param}')
     cwd, cfg = _case(root, toy_data, workers=request.param, extra=EPOCH_SCHEDULE)
+    yield _reference(request.param, cwd, cfg)
+    _remove_checkpoints(root)
+
+
+def _reference(workers, cwd, cfg):
     ref = osp.join(cwd, 'ref')
     rc, log = launch(cfg, ref, cwd)
     assert rc == 0, log[-4000:]
@@ -58,7 +64,7 @@ def epoch_case(request, toy_data, tmp_path_factory):
     first = safe_torch_load(osp.join(ref, 'epoch_1.pth'))['state_dict']
     last = safe_torch_load(osp.join(ref, f'epoch_{EPOCHS}.pth'))['state_dict']
     assert any(not first[k].equal(last[k]) for k in first if first[k].is_floating_point())
-    return request.param, cwd, cfg, ref
+    return workers, cwd, cfg, ref
 
 
 def test_mid_epoch_signals_resume_bit_identically(epoch_case, monkeypatch):
@@ -105,10 +111,10 @@ def test_library_epoch_loops_become_the_exact_one():
 # ---- every family (slow): one toy config each, 2 epochs of 4 batches, signalled in the middle of epoch 2 ----
 FAMILY_EPOCHS = """
 train_cfg = dict(_delete_=True, type='EpochBasedTrainLoop', max_epochs=2, val_interval=2)
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=-1),
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=True, interval=1, max_keep_ckpts=-1),
                      logger=dict(type='LoggerHook', interval=1))
 log_processor = dict(by_epoch=True, window_size=1)
-train_dataloader = dict(batch_size=2, dataset=dict(indices=8))
+train_dataloader = dict(batch_size=2, sampler=dict(type='DefaultSampler', shuffle=True), dataset=dict(indices=8))
 val_dataloader = dict(dataset=dict(indices=4))
 """
 FAMILY_HOOKS = {'cls': "custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), "
@@ -129,6 +135,20 @@ FAMILY_CASES = {  # PosMLP (Mask R-CNN, mmdet's default), PosMLP-Video, Wave-MLP
 @pytest.mark.parametrize('workers', [0, 2])
 @pytest.mark.parametrize('case', sorted(FAMILY_CASES))
 def test_every_family_signalled_mid_epoch_resumes_bit_identically(case, workers, toy_data, tmp_path, monkeypatch):
+    try:
+        _family_case(case, workers, toy_data, tmp_path, monkeypatch)
+    finally:  # checkpoints of dense models are hundreds of MB each
+        _remove_checkpoints(tmp_path)
+
+
+def _remove_checkpoints(root):
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(('.pth', '.pth.tmp')):
+                os.remove(osp.join(dirpath, name))
+
+
+def _family_case(case, workers, toy_data, tmp_path, monkeypatch):
     cls = case.endswith('_cls')
     cwd = toy_cwd(tmp_path, toy_data)
     cfg = write_case(str(tmp_path / 'cfg'), osp.join(ROOT, 'configs', FAMILY_CASES[case]),
