@@ -20,17 +20,33 @@ def _outer_scope():
     """The innermost default scope that is not ours (the library running the config), or None.
 
     The current scope (``DefaultScope.get_current_instance``) when it is not ours. Inside a build that
-    mmengine switched to our scope (a dict with ``_scope_='mmposmlp'``), the scope it switched from: mmengine
-    keeps the enclosing scopes only in ``DefaultScope``'s instance table and has no public accessor for them,
-    so that one table is read here.
+    mmengine switched to our scope (a dict with ``_scope_='mmposmlp'``), the scope it switched from. mmengine
+    offers no public way to that one: the switch is made by the *caller's* registry
+    (``Registry.switch_scope_and_registry`` -> ``DefaultScope.overwrite_default_scope``), which calls no code of
+    ours before our ``get``, and ``DefaultScope`` (a ``ManagerMixin``) exposes only the newest instance and
+    instances by name (``get_current_instance``, ``get_instance``, ``check_instance_created``); the enclosing
+    scopes are kept only in its instance table, so that one table is read here, and a release without it is
+    refused in one sentence rather than resolving names in the wrong library.
     """
     current = DefaultScope.get_current_instance()
     if current is None or current.scope_name != SCOPE:
         return None if current is None else current.scope_name
-    for inst in reversed(list(DefaultScope._instance_dict.values())):  # no public way (see above)
-        if inst.scope_name != SCOPE:
-            return inst.scope_name
+    for scope_name in reversed(_default_scope_names()):
+        if scope_name != SCOPE:
+            return scope_name
     return None
+
+
+def _default_scope_names() -> list:
+    """The scope names of every live ``DefaultScope``, oldest first (mmengine's instance table)."""
+    table = vars(DefaultScope).get('_instance_dict')  # ManagerMeta gives each class its own
+    if not isinstance(table, dict) or not all(hasattr(s, 'scope_name') for s in table.values()):
+        import mmengine
+        raise RuntimeError(f'mmengine {mmengine.__version__} no longer keeps DefaultScope._instance_dict, which '
+                           "mmposmlp reads to build a `mmposmlp::` config's unprefixed types in the library that "
+                           'runs it: use mmengine<=0.10.7, or write those types with their scope prefix '
+                           "(type='mmpretrain.ImageClassifier').")
+    return [s.scope_name for s in table.values()]
 
 
 class PluginRegistry(Registry):

@@ -53,6 +53,10 @@ def drop_new_mmengine_instances(before):
     seconds: two runs in one process within the same second share them, and the second logs to the first one's
     stream (closed once a ``capsys`` test ends) and continues its message hub. A default scope a test opened
     (e.g. ``mmaction``) would otherwise decide how the next test's registries resolve names.
+
+    ``ManagerMixin`` has no public way to list or forget instances; mmengine's own test base class
+    (``mmengine.testing.RunnerTestCase.tearDown``) clears the same ``_instance_dict`` tables, and so does this
+    (only the instances the test created).
     """
     for cls in _mmengine_singletons():
         for name in [n for n in cls._instance_dict if n not in before.get(cls, ())]:

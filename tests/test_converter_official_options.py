@@ -27,6 +27,7 @@ MAPPERS = {
     'lvt': lvt.official_lvt_kwargs,
     'timm_gmlp': gmlp.timm_gmlp_kwargs_to_ours,
     'deit': cpvt.deit_kwargs_to_ours,
+    'deit_distilled': cpvt.deit_distilled_kwargs_to_ours,
 }
 
 
@@ -86,6 +87,7 @@ def test_table_keys_equal_the_official_constructor_parameters(release):
     sig = SIGNATURES[release]
     params = {p for names in sig['constructors'].values() for p in names}
     params |= {p for names in sig.get('kwargs_read', {}).values() for p in names}
+    params |= {p for names in sig.get('nested_read', {}).values() for p in names}
     table = RELEASES[release]
     assert set(table['read']) | set(table['ignored']) == params
 
@@ -304,6 +306,97 @@ def test_a_deit_file_loads_into_cpvt_through_init_cfg(tmp_path):
 def test_deit_values_cpvt_cannot_represent_are_refused(key, value, words):
     with pytest.raises(ValueError, match=words):
         cpvt.deit_kwargs_to_ours({'embed_dim': 16, 'depth': 2, 'num_heads': 2, key: value})
+
+
+# ---------------------------------------------------------------------- DeiT's distilled models -> CPVT + DeiTClsHead
+_TINY_DISTILLED = dict(img_size=32, patch_size=8, embed_dim=16, depth=2, num_heads=2, num_classes=5, qkv_bias=True,
+                       mlp_ratio=4)
+
+
+def test_distilled_deit_options_and_file_map_to_an_equal_classifier_fp64():
+    """timm's port of the release's DistilledVisionTransformer (same parameters, same eval output: the mean of
+    both heads) against CPVT + mmpretrain DeiTClsHead built from the mapped options and the converted file."""
+    import functools
+    import torch
+    deit = pytest.importorskip('timm.models.deit')
+    from mmpretrain.models import ImageClassifier
+    kwargs = dict(_TINY_DISTILLED, norm_layer=functools.partial(torch.nn.LayerNorm, eps=1e-6))
+    torch.manual_seed(0)
+    ref = deit.VisionTransformerDistilled(**kwargs).double().eval()
+    for p in ref.parameters():
+        p.data.add_(torch.randn_like(p) * 0.02)
+    backbone, head = cpvt.deit_distilled_kwargs_to_ours({**kwargs, 'norm_layer': 'partial(nn.LayerNorm, eps=1e-6)'})
+    model = ImageClassifier(backbone=dict(type='mmposmlp.CPVT', **backbone),
+                            head=dict(type='DeiTClsHead', **head)).double().eval()
+    assert cpvt.is_deit_distilled(ref.state_dict())
+    model.load_state_dict(cpvt.convert_deit_distilled(ref.state_dict()), strict=True)
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    with torch.no_grad():
+        want, got = ref(x), model(x, mode='tensor')
+    assert want.abs().max() > 0.01 and (want - got).abs().max().item() < 1e-10
+
+
+def test_a_distilled_constructor_adds_its_own_options_and_its_file():
+    backbone, head = cpvt.deit_distilled_kwargs_to_ours({'num_classes': 10, 'drop_path_rate': 0.1},
+                                                        constructor='deit_tiny_distilled_patch16_224')
+    assert backbone['arch'] == dict(embed_dims=192, num_layers=12, num_heads=3, feedforward_channels=768)
+    assert backbone['norm_cfg'] == dict(type='LN', eps=1e-6) and backbone['with_dist_token']
+    assert backbone['drop_path_rate'] == 0.1 and head == dict(num_classes=10, in_channels=192)
+    assert 'init_cfg' not in backbone
+    backbone, _ = cpvt.deit_distilled_kwargs_to_ours({'pretrained': True}, constructor='deit_base_distilled_patch16_384')
+    assert backbone['img_size'] == 384 and backbone['init_cfg'] == dict(
+        type='Pretrained', checkpoint='https://dl.fbaipublicfiles.com/deit/deit_base_distilled_patch16_384-d0272ac0.pth')
+    # the release's own default norm (nn.LayerNorm) keeps its eps; no classes, no head
+    backbone, head = cpvt.deit_distilled_kwargs_to_ours(dict(_TINY_DISTILLED, num_classes=0))
+    assert backbone['norm_cfg']['eps'] == 1e-5 and head is None
+
+
+@pytest.mark.parametrize('kwargs,constructor,words', [
+    ({'embed_dim': 64}, 'deit_tiny_distilled_patch16_224', r"sets \['embed_dim'\] itself"),
+    ({}, 'deit_tiny_distiled_patch16_224', "closest is 'deit_tiny_distilled_patch16_224'"),
+    ({'pretrained': True}, None, 'pretrained=True loads the file of one constructor'),
+    (dict(_TINY_DISTILLED, hybrid_backbone='resnet'), None, 'HybridEmbed'),
+    (dict(_TINY_DISTILLED, qk_scale=0.5), None, 'qk_scale=0.5'),
+    (dict(_TINY_DISTILLED, norm_layer='nn.BatchNorm1d'), None, 'norm_layer'),
+    (dict(_TINY_DISTILLED, qk_sclae=0.5), None, "closest known option is 'qk_scale'"),
+])
+def test_distilled_deit_values_cpvt_cannot_represent_are_refused_in_one_sentence(kwargs, constructor, words):
+    with pytest.raises(ValueError, match=words) as err:
+        cpvt.deit_distilled_kwargs_to_ours(kwargs, constructor=constructor)
+    assert '\n' not in str(err.value)
+
+
+def test_distilled_qk_scale_equal_to_the_default_converts():
+    backbone, _ = cpvt.deit_distilled_kwargs_to_ours(dict(_TINY_DISTILLED, qk_scale=(16 // 2) ** -0.5))
+    assert backbone == cpvt.deit_distilled_kwargs_to_ours(_TINY_DISTILLED)[0]
+
+
+# ---------------------------------------------------------------------- LVT rasa_cfg: rows of the table
+def test_lvt_rasa_cfg_keys_are_rows_of_the_table():
+    rows = {k for k in RELEASES['lvt']['read'] if k.startswith('rasa_cfg.')}
+    assert rows == {'rasa_cfg.atrous_rates', 'rasa_cfg.act_layer', 'rasa_cfg.init', 'rasa_cfg.r_num'}
+    checked = checked_options('lvt', {'rasa_cfg': {'r_num': 3, 'atrous_rates': [1, 3]}})
+    assert checked['rasa_cfg.r_num'] == 3 and checked['rasa_cfg.init'] == 'kaiming'
+
+
+def _lvt_arch(**rasa):
+    return dict(layers=[1, 1, 1, 1], embed_dims=[8, 16, 16, 16], num_heads=[1, 2, 2, 2], mlp_ratios=[2, 2, 2, 2],
+                mlp_depconv=[False, True, True, True], with_cls_head=False, rasa_cfg=rasa or None)
+
+
+def test_lvt_rasa_cfg_rows_are_mapped():
+    backbone, _ = lvt.official_lvt_kwargs(_lvt_arch(atrous_rates=[1, 3], act_layer='nn.GELU()', init='dirac',
+                                                    r_num=2))
+    assert backbone['rasa_recursions'] == 2 and backbone['atrous_rates'] == [1, 3]
+    assert backbone['atrous_act_cfg'] == dict(type='GELU')
+
+
+def test_an_unknown_rasa_cfg_key_is_refused_naming_the_closest_row():
+    with pytest.raises(ValueError) as err:
+        lvt.official_lvt_kwargs(_lvt_arch(atrous_rates=[1], r_nums=2))
+    msg = str(err.value)
+    assert "'rasa_cfg.r_nums' is not an option of the official lite_vision_transformer" in msg
+    assert "rasa_cfg key 'r_nums' is not known" in msg and "closest known option is 'rasa_cfg.r_num'" in msg
 
 
 # ---------------------------------------------------------------------- the converter script with a release config

@@ -273,7 +273,7 @@ def test_shipped_configs_name_the_official_urls():
     table = {url for url, _ in pretrained.OFFICIAL.values() if url}
     assert table <= named, sorted(table - named)
     for name, (url, _) in pretrained.OFFICIAL.items():
-        assert url is None or download.file_name(url) == name
+        assert url is None or pretrained.file_name(url) == name
     for old in ('wavemlp-t', 'wavemlp-t-dw', 'wavemlp-s', 'wavemlp-m', 'pvt-peg-s-gap', 'pvt-peg-m-gap', 'pvt-t',
                 'pvt-s', 'pvt-m', 'pvt-l', 'posmlp-t'):
         users = [p for p, t in texts.items() if any(f'checkpoints/{old}_in1k_mmposmlp.pth' in line
@@ -528,3 +528,132 @@ def test_mmengines_http_scheme_checks_the_hash_and_gives_up_in_bounded_time(serv
     with pytest.raises(download.DownloadError, match='no data within 0.3 s'):
         CheckpointLoader.load_checkpoint(server.url('slow.pth'), map_location='cpu')
     assert _cache_files(hub) == [good]
+
+
+# ---------------------------------------------------------------------------------------------- mmpretrain get_model
+def _wavemlp_t_overrides():
+    """get_model kwargs that make wavemlp-t_8xb128_in1k the official test vector's small model."""
+    _, arch, _ = _wavemlp_official()
+    classes = json.loads(_vector('wavemlp_bn')['arch_json'])['num_classes']
+    return dict(backbone=dict(arch=dict(arch, _delete_=True)),
+                head=dict(in_channels=arch['embed_dims'][-1], num_classes=classes))
+
+
+def _assert_converted(model, state):
+    """Every weight of ``model`` is the converted official ``state`` (and nothing else)."""
+    from mmposmlp.models.official_weights import OFFICIAL_CLASSIFIERS
+    want = OFFICIAL_CLASSIFIERS['WaveMLP_T.pth.tar'](state)
+    got = {k: v for k, v in model.state_dict().items() if not k.startswith('data_preprocessor.')}
+    assert set(got) == set(want)
+    assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+@pytest.mark.parametrize('how', ['pretrained=True (metafile Weights, url_mapping)', 'pretrained=URL'])
+def test_mmpretrain_get_model_loads_the_official_file_converted(how, server, hub):
+    """mmpretrain's ``get_model(<our name>, pretrained=...)``, with the loaders our Runner and tools register:
+    the official Wave-MLP file (served on 127.0.0.1 under its official name) is downloaded once into the hub
+    cache and converted; the model's weights are exactly the converted file."""
+    from mmpretrain import get_model
+
+    from mmposmlp.models.official_weights import register_official_classifiers
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()
+    register_official_classifiers()
+    body, _, state = _wavemlp_official()
+    server.files['WaveMLP_T.pth.tar'] = body
+    official = pretrained.OFFICIAL['WaveMLP_T.pth.tar'][0]
+    if how.startswith('pretrained=True'):
+        local = server.url('WaveMLP_T.pth.tar')
+        kw = dict(pretrained=True, url_mapping=(re.escape(official.rpartition('/')[0]), local.rpartition('/')[0]))
+    else:
+        kw = dict(pretrained=server.url('WaveMLP_T.pth.tar'))
+    model = get_model('wavemlp-t_8xb128_in1k', **kw, **_wavemlp_t_overrides())
+    _assert_converted(model, state)
+    assert server.requests == ['WaveMLP_T.pth.tar'] and _cache_files(hub) == ['WaveMLP_T.pth.tar']
+
+
+# ---------------------------------------------------------------------------------------------- official layouts
+@pytest.fixture
+def official_loaders():
+    from mmposmlp.models.official_weights import register_official_classifiers
+    from mmposmlp.utils.safe_load import register_mmengine_loaders
+    register_mmengine_loaders()
+    register_official_classifiers()
+
+
+def test_an_official_file_under_any_name_loads_converted(tmp_path, official_loaders):
+    """A downloaded official file passed as a local path is recognised by its keys whatever it is called
+    (the name mim gives it, or any other): CheckpointLoader and get_model read it converted."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+    from mmpretrain import get_model
+
+    from mmposmlp.models.official_weights import OFFICIAL_CLASSIFIERS, official_layout
+    body, _, state = _wavemlp_official()
+    for name in ('WaveMLP_T.pth.tar', 'my-wave-weights.pth'):
+        path = tmp_path / name
+        path.write_bytes(body)
+        loaded = CheckpointLoader.load_checkpoint(str(path))['state_dict']
+        want = OFFICIAL_CLASSIFIERS['WaveMLP_T.pth.tar'](state)
+        assert set(loaded) == set(want) and all(torch.equal(loaded[k], want[k]) for k in want)
+    assert 'Wave-MLP' in official_layout(state)
+    _assert_converted(get_model('wavemlp-t_8xb128_in1k', pretrained=str(path), **_wavemlp_t_overrides()), state)
+
+
+def test_a_renamed_official_video_file_loads_converted(tmp_path, official_loaders):
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from mmposmlp.models.official_weights import OFFICIAL_BY_NAME
+    vector = _vector('posmlp_video')
+    path = str(tmp_path / 'ssv1-small.pyth')
+    torch.save({'model_state': vector['state_dict'], 'epoch': 60}, path)  # the SlowFast layout
+    loaded = CheckpointLoader.load_checkpoint(path)['state_dict']
+    want = OFFICIAL_BY_NAME['SSV1_S16.pyth'](vector['state_dict'])
+    assert set(loaded) == set(want) and all(torch.equal(loaded[k], want[k]) for k in want)
+
+
+def test_a_file_under_an_official_name_that_is_neither_official_nor_ours_is_refused(tmp_path, official_loaders):
+    from mmengine.runner.checkpoint import CheckpointLoader
+    foreign = {'conv1.weight': torch.zeros(4, 3, 3, 3), 'fc.weight': torch.zeros(2, 4)}
+    for name in ('WaveMLP_T.pth.tar', 'PosMLP_T.pth'):
+        path = str(tmp_path / name)
+        torch.save(foreign, path)
+        with pytest.raises(CheckpointMismatchError, match='holds neither that file') as err:
+            CheckpointLoader.load_checkpoint(path)
+        _one_sentence(str(err.value))
+        assert path in str(err.value)
+
+
+def test_other_files_are_read_as_they_are(tmp_path, official_loaders):
+    """Our own checkpoints (meta kept) and other libraries' files (e.g. a torchvision ResNet) are not
+    converted, whatever they are called."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+    ours = {'meta': {'epoch': 3}, 'state_dict': {'backbone.stem.weight': torch.ones(2), 'head.fc.bias': torch.ones(1)}}
+    foreign = {'conv1.weight': torch.zeros(4, 3, 3, 3)}
+    for name, ckpt in (('epoch_3.pth', ours), ('WaveMLP_T.pth.tar', ours), ('resnet.pth', foreign)):
+        torch.save(ckpt, tmp_path / name)
+        loaded = CheckpointLoader.load_checkpoint(str(tmp_path / name))
+        assert set(loaded) == set(ckpt) and loaded.get('meta') == ckpt.get('meta')
+
+
+def test_an_official_layout_that_does_not_convert_is_refused_in_one_sentence(tmp_path, official_loaders):
+    from mmengine.runner.checkpoint import CheckpointLoader
+    _, _, state = _wavemlp_official()
+    path = str(tmp_path / 'wave.pth')
+    torch.save({'state_dict': {**state, 'network.0.0.attn.extra_gate.weight': torch.zeros(2)}}, path)
+    with pytest.raises(CheckpointMismatchError, match='looks like the official Wave-MLP') as err:
+        CheckpointLoader.load_checkpoint(path)
+    _one_sentence(str(err.value))
+
+
+def test_layouts_are_recognised_by_the_releases_own_layers():
+    """Each official layout is told apart by its release's own layers, not by generic names: a file of another
+    model with `network.` / `blocks` keys (e.g. an official PoolFormer) is not taken for one."""
+    from mmposmlp.models.official_weights import official_layout
+    poolformer = {'network.0.0.token_mixer.pool.weight': torch.zeros(1), 'network.0.0.mlp.fc1.weight': torch.zeros(1),
+                  'head.weight': torch.zeros(1)}
+    assert official_layout(poolformer) is None
+    assert 'PosMLP-Video' in official_layout(_vector('posmlp_video')['state_dict'])
+    posmlp = next(iter(_vector('posmlp_options_gates')['cases'].values()))['state_dict']
+    assert 'PosMLP (' in official_layout(posmlp)
+    assert 'Wave-MLP' in official_layout(_wavemlp_official()[2])
+    assert official_layout({'backbone.' + k: v for k, v in _wavemlp_official()[2].items()}) is None

@@ -109,15 +109,18 @@ def run_cli(main, argv=None) -> int:
 RUNNER_TYPE = 'mmposmlp.Runner'
 
 
-def use_mmposmlp_runner(cfg) -> None:
+def use_mmposmlp_runner(cfg) -> bool:
     """Run the config with ``mmposmlp.Runner`` (every shipped config names it; a user's upstream config with our
-    backbone may not). A config naming a runner of its own keeps it, without mmposmlp's runner features."""
+    backbone may not). A config naming a runner of its own keeps it, without mmposmlp's runner features: then
+    False."""
     runner_type = cfg.get('runner_type')
     if runner_type in (None, 'Runner', 'mmengine.Runner'):
         cfg.runner_type = RUNNER_TYPE
     elif runner_type != RUNNER_TYPE:
         print(f'note: the config runs runner_type={runner_type!r}: exact resume, atomic checkpoints and the '
               f'pre-flight checks of {RUNNER_TYPE} are not active.', flush=True)
+        return False
+    return True
 
 
 def build_runner(cfg, loop: str):
@@ -126,11 +129,11 @@ def build_runner(cfg, loop: str):
     from mmengine.registry import RUNNERS
 
     from mmposmlp.engine.runner import preflight
-    from mmposmlp.utils.safe_load import register_mmengine_loaders
-    use_mmposmlp_runner(cfg)
-    register_mmengine_loaders()
-    from mmposmlp.models.official_weights import register_official_classifiers
-    register_official_classifiers()
+    if not use_mmposmlp_runner(cfg):  # mmposmlp.Runner registers these itself; our tools load data-only either way
+        from mmposmlp.models.official_weights import register_official_classifiers
+        from mmposmlp.utils.safe_load import register_mmengine_loaders
+        register_mmengine_loaders()
+        register_official_classifiers()
     preflight(cfg, loop)
     try:
         runner = RUNNERS.build(cfg)

@@ -12,6 +12,8 @@ import torch
 from mmengine.logging import MMLogger, print_log
 
 from mmposmlp.utils.compat import safe_torch_load
+from mmposmlp.utils.download import DownloadError, fetch, is_url, manual_route
+from mmposmlp.utils.pretrained import file_name
 from mmposmlp.utils.safe_load import UnsafeCheckpointError
 
 #: (weights key, EMA weights key) of the checkpoint wrappers the official training scripts write:
@@ -218,7 +220,6 @@ def load_pretrained(module: torch.nn.Module, checkpoint: str, prefix: Optional[s
         return load_state_dict_checked(module, state, allowed_missing, allowed_unexpected,
                                        source=checkpoint, logger=logger)
 
-    from mmposmlp.utils.download import is_url
     if not is_url(checkpoint):
         return load(checkpoint)
     return load_from_url(checkpoint, load)
@@ -231,13 +232,11 @@ class PretrainedDownloadError(CheckpointMismatchError):
 def load_from_url(url: str, load: Callable[[str], object]):
     """``load(path)`` on the verified download of ``url`` (:func:`mmposmlp.utils.download.fetch`). A file that
     ``load`` refuses is not kept: its one sentence says so and names the manual route."""
-    from mmposmlp.utils.download import DownloadError, fetch, manual_route
-
     def checked(path):
         try:
             return load(path)
         except (CheckpointMismatchError, UnsafeCheckpointError) as e:
-            if osp.basename(path) == osp.basename(url):
+            if osp.basename(path) == file_name(url):
                 raise  # a file already in the cache (kept before, or put there by hand)
             text = str(e).replace(path, url).rstrip('.')
             raise type(e)(f'{text} (the download was not kept; a file that fits: {manual_route(url)}).') from None

@@ -24,7 +24,8 @@ import tempfile
 import urllib.error
 import urllib.request
 from typing import Callable, Optional, TypeVar
-from urllib.parse import urlparse
+
+from .pretrained import describe_official, file_name, published_hash
 
 T = TypeVar('T')
 
@@ -48,13 +49,9 @@ def cache_dir() -> str:
     return osp.join(get_dir(), 'checkpoints')
 
 
-def file_name(url: str) -> str:
-    """The cache file name of ``url``: the last part of its path, as ``torch.hub`` names it."""
-    return osp.basename(urlparse(url).path)
-
-
 def cached_path(url: str) -> str:
-    """Where the download of ``url`` is kept."""
+    """Where the download of ``url`` is kept: the cache, under the URL's file name
+    (:func:`~mmposmlp.utils.pretrained.file_name`, as ``torch.hub`` names it)."""
     return osp.join(cache_dir(), file_name(url))
 
 
@@ -81,7 +78,6 @@ def manual_route(url: str) -> str:
 
 
 def _what(url: str) -> str:
-    from .pretrained import describe_official
     what = describe_official(url)
     return f' ({what})' if what else ''
 
@@ -128,7 +124,7 @@ def _fetch_verified(url: str, use: Callable[[str], T], timeout: float) -> T:
             reason = str(e) if isinstance(e, DownloadError) else _reason(e, timeout)
             raise DownloadError(f'cannot download {url}{_what(url)}: {reason}; nothing was kept in '
                                 f'{osp.dirname(dst)}; {manual_route(url)}.') from None
-        expected = _published(url)
+        expected = published_hash(url)
         if expected and not digest.startswith(expected):
             raise DownloadError(f'{url}{_what(url)} was downloaded but its SHA-256 is {digest[:16]}..., not the '
                                 f'{expected}... its file name publishes (torch.hub convention), so it is not the '
@@ -139,11 +135,6 @@ def _fetch_verified(url: str, use: Callable[[str], T], timeout: float) -> T:
     finally:
         if osp.exists(tmp):
             os.remove(tmp)
-
-
-def _published(url: str) -> Optional[str]:
-    from .pretrained import published_hash
-    return published_hash(url)
 
 
 def fetch(url: str, use: Callable[[str], T], timeout: Optional[float] = None) -> T:

@@ -2,10 +2,10 @@
 
 * mmengine (every release from 0.3 to 0.10.7, the newest) resolves ``_base_ = 'pkg::path'`` only for packages
   listed in ``mmengine.config.utils.MODULE2PACKAGE``, and a config is parsed before any ``custom_imports`` run
-  (no public way to add a package exists); so ``mmposmlp`` is added to that table when ``mmengine.config.utils``
-  is imported.
+  (mmengine has no public way to add a package: docs/architecture.md); so ``mmposmlp`` is added to that table
+  when ``mmengine.config.utils`` is imported.
 * mmpretrain's model hub (``list_models``, ``get_model``) has no plugin entry point; our classification models are
-  added when ``mmpretrain.apis.model`` is imported.
+  added with its public ``ModelHub.register_model_index`` when ``mmpretrain.apis.model`` is imported.
 
 The wheel ships ``mmposmlp-config.pth``, whose one line loads this file (by path, without importing mmposmlp,
 torch or mmengine) and calls :func:`install_config_package_hook`: one post-import finder per module on

@@ -1,13 +1,14 @@
 """mmposmlp's classification models in mmpretrain's model hub (``list_models``, ``get_model``,
-``ImageClassificationInferencer``), read from our ``model-index.yml`` the way mmpretrain registers its own.
+``ImageClassificationInferencer``), registered through mmpretrain's public ``ModelHub.register_model_index``.
 
 Registered right after ``mmpretrain.apis.model`` is imported (:mod:`mmposmlp.utils.import_hooks`, installed
 with the package), or by ``import mmposmlp`` when mmpretrain is imported already: ``import mmposmlp`` stays free
-of mmpretrain. mmpretrain's public ``ModelHub.register_model_index`` takes a whole index (ours also holds
-detection, segmentation and video models) and refuses names it has, so the hub's table is filled here the way
-that function fills it, with our classification models only.
+of mmpretrain. ``register_model_index`` reads a whole index file, and ours also holds detection, segmentation and
+video models; so the classification entries of our metafiles are written to a temporary index first, and that
+one is registered (names the hub has already are left out, since the hub refuses a name twice).
 """
 import os.path as osp
+import tempfile
 
 CLASSIFICATION_TASKS = ('Image Classification', )
 _REGISTERED = set()  # ids of the ModelHub classes filled already
@@ -19,17 +20,33 @@ def mim_root() -> str:
     return osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), '.mim')
 
 
-def classification_models(index_path=None) -> list:
-    """modelindex ``Model`` entries of our model index whose results include an image-classification task."""
-    from modelindex.load_model_index import load
-    index = load(index_path or osp.join(mim_root(), 'model-index.yml'))
-    index.build_models_with_collections()
-    return [m for m in index.models if any(r.task in CLASSIFICATION_TASKS for r in (m.results or []))]
+def _is_classification(model: dict) -> bool:
+    return any(r.get('Task') in CLASSIFICATION_TASKS for r in model.get('Results') or [])
+
+
+def classification_index(index_path=None, skip=lambda name: False) -> dict:
+    """A model index (``Collections`` and ``Models``) of the models of our ``model-index.yml`` whose results
+    include an image-classification task; a name for which ``skip(name)`` is true, or seen before, is left out."""
+    import yaml
+    index_path = index_path or osp.join(mim_root(), 'model-index.yml')
+    with open(index_path) as f:
+        imports = yaml.safe_load(f).get('Import') or []
+    collections, models, seen = [], [], set()
+    for metafile in imports:
+        with open(osp.join(osp.dirname(index_path), metafile)) as f:
+            meta = yaml.safe_load(f) or {}
+        collections += meta.get('Collections') or []
+        for model in meta.get('Models') or []:
+            name = model['Name'].lower()
+            if _is_classification(model) and name not in seen and not skip(name):
+                seen.add(name)
+                models.append(model)
+    return dict(Collections=collections, Models=models)
 
 
 def register_classification_models(apis_model) -> None:
-    """Add our classification models to ``apis_model.ModelHub`` (the module ``mmpretrain.apis.model``);
-    config paths become absolute under :func:`mim_root`. Names already in the hub are left alone. Runs while
+    """Add our classification models to ``apis_model.ModelHub`` (the module ``mmpretrain.apis.model``) with
+    its public ``register_model_index``; config paths become absolute under :func:`mim_root`. Runs while
     mmpretrain is being imported: a failure here warns (one sentence) instead of breaking that import."""
     hub = apis_model.ModelHub
     if id(hub) in _REGISTERED:
@@ -37,15 +54,14 @@ def register_classification_models(apis_model) -> None:
     _REGISTERED.add(id(hub))
     root = mim_root()
     try:
-        models = classification_models()
+        import yaml
+        index = classification_index(skip=hub.has)
+        with tempfile.TemporaryDirectory(prefix='mmposmlp-hub-') as tmp:
+            path = osp.join(tmp, 'model-index.yml')
+            with open(path, 'w') as f:
+                yaml.safe_dump(index, f, sort_keys=False)
+            hub.register_model_index(path, config_prefix=root)
     except Exception as e:  # noqa: BLE001
         import warnings
-        warnings.warn(f'mmposmlp models are not in mmpretrain\'s model hub: reading {root}/model-index.yml '
-                      f'failed ({type(e).__name__}: {e}); reinstall mmposmlp.')
-        return
-    for meta in models:
-        name = meta.name.lower()
-        if name in hub._models_dict:
-            continue
-        meta.config = hub._expand_config_path(meta, root)
-        hub._models_dict[name] = meta
+        warnings.warn(f'mmposmlp models are not in mmpretrain\'s model hub: registering the classification models '
+                      f'of {root}/model-index.yml failed ({type(e).__name__}: {e}); reinstall mmposmlp.')

@@ -8,6 +8,7 @@ reported in one sentence with the fix, under any library's tools.
 """
 import os.path as osp
 from typing import Optional
+from urllib.parse import urlparse
 
 POSMLP_T = ('https://drive.google.com/file/d/1wl0JzFqmdbhRAp2WEgl0dVFW5jnoS6bM/view?usp=share_link '
             '(Google Drive; Baidu: https://pan.baidu.com/s/1x611r3q1mWO3kv1F0OGhqg?pwd=8781, '
@@ -120,17 +121,23 @@ OFFICIAL['SSV1_S16.pyth'] = (None, 'the official PosMLP-Video-S something-someth
                              'file trained with https://github.com/zhouds1918/PosMLP_Video, which hosts no weights)')
 
 
+def file_name(name_or_url: str) -> str:
+    """The file name of a URL (the last part of its path, without query: what ``torch.hub`` names its
+    download, the key of :data:`OFFICIAL`), or of a local path."""
+    return osp.basename(urlparse(name_or_url).path if '://' in name_or_url else name_or_url)
+
+
 def published_hash(name_or_url: str) -> Optional[str]:
     """The SHA-256 prefix a file name publishes (``-<hex>.`` before the extension), as ``torch.hub``'s
     ``check_hash`` reads it (``torch.hub.HASH_REGEX``); None when the name has none."""
     from torch.hub import HASH_REGEX
-    m = HASH_REGEX.search(osp.basename(name_or_url.split('?')[0]))
+    m = HASH_REGEX.search(file_name(name_or_url))
     return m.group(1) if m and m.group(1) else None
 
 
 def describe_official(name_or_url: str) -> Optional[str]:
     """What the official file ``name_or_url`` is (:data:`OFFICIAL`), or None for a file not in the table."""
-    entry = OFFICIAL.get(osp.basename(name_or_url.split('?')[0]))
+    entry = OFFICIAL.get(file_name(name_or_url))
     return entry[1] if entry else None
 
 
@@ -203,6 +210,16 @@ def official_weights_markdown(config_root: str = 'configs') -> str:
            'for data. A file without a direct URL is saved by hand as `checkpoints/<file>`, under its official '
            'name, and is converted on load too. Without network access, download the file elsewhere and copy '
            'it into the cache directory, or set the `init_cfg` checkpoint to its path.', '',
+           'The whole classifier files that are the metafiles\' `Weights` (`mim download mmposmlp --config '
+           '<model> --dest <dir>` fetches them; mim checks no hash) are read converted wherever mmengine\'s '
+           '`CheckpointLoader` reads them once `mmposmlp.Runner` or our tools registered the loaders '
+           '(`mmposmlp.models.official_weights.register_official_classifiers()` in your own code): `load_from`, '
+           '`tools/test.py CONFIG FILE` and mmpretrain\'s `get_model(<model>, pretrained=True)` (or a URL or a '
+           'path). A URL ending in an official file name is downloaded and verified as above from any host (a '
+           'mirror, `get_model`\'s `url_mapping`); a local file is recognised by its keys whatever it is called '
+           '(PosMLP, PosMLP-Video and Wave-MLP layouts; the Twins files, in mmpretrain\'s own layout, by their '
+           'names), and a file under an official name that holds neither that release\'s weights nor converted '
+           'ones is refused.', '',
            '| file | URL | SHA-256 prefix | what | configs |', '|---|---|---|---|---|']
     for name, (url, what) in OFFICIAL.items():
         configs = configs_naming(name, config_root)

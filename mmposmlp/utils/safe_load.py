@@ -4,76 +4,53 @@ Every checkpoint our tools, ``init_cfg`` and the converters read, and (once :fun
 ran) every local or http(s) file mmengine's ``CheckpointLoader`` reads, goes through :func:`load_checkpoint`:
 torch's own restricted unpickler, ``torch.load(f, weights_only=True)``, with checks for what it does not cover.
 
-* Before torch reads a byte, the archive and every pickle torch will unpickle are scanned (:func:`_scan_file`):
-  only the globals of :data:`ALLOWED_GLOBALS`, calls only of callables, numpy only with numeric dtypes, no
-  backward hooks, no storage larger than the file. torch's default allow-list alone would let a file call
-  ``bytearray(n)`` or ``torch.Tensor(n)`` for any ``n`` and rebuild quantized, sparse or nested tensors.
-* torch keeps one process-wide allow-list; ``torch.serialization.safe_globals`` removes on exit even entries
-  the caller had added before, and the caller's entries (numpy's own ``_reconstruct``, mmengine's
-  ``HistoryBuffer``, whose ``__setstate__`` writes its class) would reach our load. So a load holds a lock, sets
-  the list to exactly ours and puts the caller's back (torch's public ``get/clear/add_safe_globals``); a
-  weights-only ``torch.load`` in another thread meanwhile sees our list. ``HistoryBuffer`` and
-  ``argparse.Namespace`` resolve to placeholders of ours, never to the named class.
-* After torch, the result becomes plain data (:func:`_to_plain_loaded`): numpy arrays and scalars become
-  tensors and Python numbers, a ``HistoryBuffer`` ``{'log_history', 'count_history', 'max_length'}``, a
-  ``Namespace`` a dict; cycles, nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and
-  ``OrderedDict`` attributes other than a state dict's ``_metadata`` are refused.
+* Before torch reads a byte, the archive (:mod:`.checkpoint_archive`) and every pickle in it
+  (:func:`_scan_pickle`) are checked: only the globals of :data:`ALLOWED_GLOBALS`, calls only of
+  :data:`CALLABLE`, numpy only with numeric dtypes, no backward hooks, no storage larger than the file.
+  torch's default allow-list alone would let a file call ``bytearray(n)`` or ``torch.Tensor(n)`` for any
+  ``n`` and rebuild quantized, sparse or nested tensors.
+* During the load torch's process-wide allow-list is exactly ours (:func:`_torch_allow_list_is_ours`):
+  ``HistoryBuffer`` and ``argparse.Namespace`` resolve to placeholders of ours, never to the named class.
+* After torch, the result becomes plain data (:mod:`.plain_checkpoint`, :func:`_to_plain_loaded`); cycles,
+  nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and ``OrderedDict`` attributes other
+  than a state dict's ``_metadata`` are refused.
 
 A refusal is one sentence naming the file and what it asked for. Trusting a file is a per-command choice
 (``--trust-checkpoint`` in our tools, :func:`trusted_checkpoints` in code): only the files named there are
-unpickled without restrictions. The save side (:func:`to_plain_checkpoint`) writes the same plain structure, so
-checkpoints our training writes load with a plain ``torch.load(f, weights_only=True)``.
+unpickled without restrictions. Checkpoints our training writes (:func:`to_plain_checkpoint`) load with a plain
+``torch.load(f, weights_only=True)``.
 """
 import collections
 import contextlib
-import contextvars
 import io
 import os
 import os.path as osp
 import pickle
-import pickletools
 import re
 import struct
-import tarfile
 import threading
-import warnings
 import zipfile
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
+
+from .checkpoint_scan import STORAGES, ScanPolicy, describe, scan_file  # noqa: F401  (STORAGES: re-exported)
+from .checkpoint_scan import Refused as _Refusal
+from .plain_checkpoint import (LEAVES, NUMERIC_DTYPES, array_to_plain, drop_config_text,  # noqa: F401
+                               history_buffer_from_plain, is_state_dict_metadata, keep_config_text,
+                               to_plain_checkpoint)
+from .trust import TRUST_HINT, add_trust_argument, is_trusted, trusted_checkpoints  # noqa: F401
 
 __all__ = ['UnsafeCheckpointError', 'ALLOWED_GLOBALS', 'load_checkpoint', 'to_plain_checkpoint',
            'history_buffer_from_plain', 'trusted_checkpoints', 'is_trusted', 'add_trust_argument',
            'keep_config_text', 'register_mmengine_loaders']
 
-TRUST_HINT = 'if you trust this file, rerun with --trust-checkpoint (or load it inside trusted_checkpoints([path]))'
 MAX_DEPTH = 100
-NUMERIC_DTYPES = frozenset({'b1', 'i1', 'u1', 'i2', 'u2', 'i4', 'u4', 'i8', 'u8', 'f2', 'f4', 'f8', 'c8', 'c16'})
 
 
 class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint asked for something a data-only load refuses."""
-
-
-class _Refusal(Exception):
-    """What a file asked for (raised inside ``torch.load``, which rewraps ``UnpicklingError``)."""
-
-
-def _short(obj, n=80):
-    """A short description of a value from the file (no repr of tensors or arbitrary objects)."""
-    if getattr(obj, 'shown_as', None):
-        text = obj.shown_as
-    elif isinstance(obj, type):
-        text = f'{obj.__module__}.{obj.__qualname__}'
-    elif isinstance(obj, (str, bytes, int, float, complex, bool, type(None))):
-        text = repr(obj[:n + 1] if isinstance(obj, (str, bytes)) else obj)
-    elif type(obj) in (tuple, list):
-        text = ', '.join(_short(x, 20) for x in obj[:4]) + (', ...' if len(obj) > 4 else '')
-        text = f'({text})' if type(obj) is tuple else f'[{text}]'
-    else:
-        text = f'<{type(obj).__name__}>'
-    return text if len(text) <= n else text[:n] + '...'
 
 
 # ---------------------------------------------------------------------------------------------- what a file names
@@ -95,7 +72,7 @@ class _Namespace(_Placeholder):
 
 def _rebuild_from_type_v2(func, new_type, args, state):
     if func is not torch._utils._rebuild_tensor_v2 or new_type is not torch.Tensor or state:
-        raise _Refusal(f'_rebuild_from_type_v2 of {_short(new_type)} with state {_short(state)} (only plain '
+        raise _Refusal(f'_rebuild_from_type_v2 of {describe(new_type)} with state {describe(state)} (only plain '
                        'tensors without attributes are allowed)')
     return func(*args)
 
@@ -104,7 +81,8 @@ def _history_getattr(obj, name, *rest):
     """HistoryBuffer pickles its statistics methods as ``getattr(HistoryBuffer, 'min')``: a name, not the method."""
     if rest or obj is not _HistoryBuffer or not isinstance(name, str) or \
             not re.fullmatch(r'[A-Za-z][A-Za-z0-9_]{0,63}', name):
-        raise _Refusal(f'getattr({_short(obj)}, {_short(name)}) (only HistoryBuffer statistics methods are allowed)')
+        raise _Refusal(f'getattr({describe(obj)}, {describe(name)}) (only HistoryBuffer statistics methods are '
+                       'allowed)')
     return f'HistoryBuffer.{name}'
 
 
@@ -145,11 +123,7 @@ CALLABLE = {k for k in ALLOWED_GLOBALS if k not in _DTYPES and k[1] not in (
     'Tensor', 'Parameter', 'ndarray', 'HistoryBuffer', 'Namespace')}
 #: classes a file may instantiate (NEWOBJ without arguments, then BUILD with their state)
 NEWOBJ = {('mmengine.logging.history_buffer', 'HistoryBuffer'), ('argparse', 'Namespace')}
-#: storage types a storage id may name (``torch.cuda.FloatStorage`` in old files), with their element type
-STORAGES = {f'{m}.{n}Storage': getattr(torch, d) for m in ('torch', 'torch.cuda') for n, d in (
-    ('Bool', 'bool'), ('Byte', 'uint8'), ('Char', 'int8'), ('Short', 'int16'), ('Int', 'int32'), ('Long', 'int64'),
-    ('Half', 'float16'), ('Float', 'float32'), ('Double', 'float64'), ('BFloat16', 'bfloat16'),
-    ('ComplexFloat', 'complex64'), ('ComplexDouble', 'complex128'))}
+_POLICY = ScanPolicy(frozenset(ALLOWED_GLOBALS), frozenset(CALLABLE), frozenset(NEWOBJ))
 #: torch's allow-list during a load: the objects above under the names torch does not know, and the types
 #: whose state torch then lets a file set (numpy's dtype classes, our placeholders)
 _TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
@@ -157,231 +131,13 @@ _TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
                       (type(np.dtype(c)), f'numpy.dtypes.{type(np.dtype(c)).__name__}') for c in NUMERIC_DTYPES]
 
 
-# ---------------------------------------------------------------------------------------------- before torch
-#: the opcodes torch's weights-only unpickler reads (protocol 2, what ``torch.save`` writes)
-_OPCODES = frozenset(
-    'PROTO STOP GLOBAL NEWOBJ REDUCE BUILD APPEND APPENDS SETITEM SETITEMS MARK TUPLE TUPLE1 TUPLE2 TUPLE3 NONE '
-    'NEWFALSE NEWTRUE EMPTY_TUPLE EMPTY_LIST EMPTY_DICT EMPTY_SET BININT BININT1 BININT2 BINFLOAT BINUNICODE '
-    'SHORT_BINSTRING BINPERSID BINGET LONG_BINGET BINPUT LONG_BINPUT LONG1'.split())
-_CONSTANTS = dict(NONE=None, NEWFALSE=False, NEWTRUE=True, EMPTY_TUPLE=())
-_HOOKS_ARG = {'torch._utils._rebuild_tensor_v2': 5, 'torch._utils._rebuild_parameter': 2}
-
-
-class _Name(str):
-    """A global, as the scan sees it."""
-
-    def __new__(cls, module, name):
-        out = super().__new__(cls, f'{module}.{name}')
-        out.key, out.shown_as = (module, name), f'{module}.{name}'
-        return out
-
-
-class _Made:
-    """An object the pickle builds, as the scan sees it: what made it, whether items were put in it."""
-
-    def __init__(self, by, filled=False, is_hooks=False):
-        self.by, self.filled, self.is_hooks, self.shown_as = by, filled, is_hooks, f'the result of {by}'
-
-    def fill(self):
-        if self.is_hooks:
-            raise _Refusal('a tensor with backward hooks')
-        self.filled = True
-
-
-def _made_by(x, *names):
-    return isinstance(x, _Made) and any(x.by == n or x.by.endswith('.' + n) for n in names)
-
-
-def _check_call(func, args):
-    """The arguments a file passes, where the callee would let the file choose more than data."""
-    if func == '_codecs.encode' and not (len(args) == 2 and isinstance(args[0], str) and
-                                         args[1] in ('latin1', 'latin-1')):
-        raise _Refusal(f'_codecs.encode{_short(args)} (only latin1 bytes are allowed)')
-    if func == 'numpy.dtype' and not (len(args) in (1, 3) and args[0] in NUMERIC_DTYPES):
-        raise _Refusal(f'numpy dtype {_short(args[0] if args else None)} (object, string, void and structured '
-                       'dtypes are refused)')
-    if func.endswith('._reconstruct') and not (len(args) == 3 and args[0] == 'numpy.ndarray' and args[1] == (0, )):
-        raise _Refusal(f'numpy _reconstruct{_short(args)} (only an empty numpy.ndarray is allowed)')
-    if func.endswith('.scalar') and not (len(args) == 2 and _made_by(args[0], 'numpy.dtype')):
-        raise _Refusal('a numpy scalar without a plain numeric dtype (object scalars are refused)')
-    tensor_calls = [(func, args)]
-    if func == 'torch._utils._rebuild_from_type_v2' and len(args) == 4:
-        tensor_calls.append(('torch._utils._rebuild_tensor_v2', args[2]))
-    for name, call_args in tensor_calls:  # backward hooks: an empty dict, never filled later
-        i = _HOOKS_ARG.get(name)
-        hooks = call_args[i] if i is not None and type(call_args) is tuple and len(call_args) > i else None
-        if hooks is not None and not (_made_by(hooks, 'dict', 'OrderedDict') and not hooks.filled):
-            raise _Refusal('a tensor with backward hooks')
-        if hooks is not None:
-            hooks.is_hooks = True
-
-
-def _check_state(inst, state):
-    """BUILD: only on numpy dtypes and arrays, our placeholders and OrderedDicts, with states of data."""
-    if _made_by(inst, 'numpy.dtype'):
-        if not (type(state) is tuple and len(state) in (8, 9) and state[0] in (3, 4) and
-                state[1] in ('<', '>', '|', '=') and all(s is None for s in state[2:5])):
-            raise _Refusal(f'a numpy dtype with state {_short(state)} (only plain numeric dtypes are allowed)')
-    elif _made_by(inst, '_reconstruct'):
-        if not (type(state) is tuple and len(state) == 5 and _made_by(state[2], 'numpy.dtype')):
-            raise _Refusal('a numpy array without a plain numeric dtype (object, string or structured arrays '
-                           'are refused)')
-        if not (isinstance(state[4], str) or _made_by(state[4], '_codecs.encode')):
-            raise _Refusal(f'a numpy array whose data is {_short(state[4])}, not bytes (an object array)')
-    elif not (_made_by(inst, 'OrderedDict', 'HistoryBuffer', 'Namespace') and _made_by(state, 'dict')):
-        raise _Refusal(f'setting the state of {_short(inst)}')
-
-
-def _storage(pid, limit):
-    if not (type(pid) is tuple and len(pid) in (5, 6) and pid[0] == 'storage' and pid[1] in STORAGES):
-        raise _Refusal(f'the persistent id {_short(pid)} (only tensor storages are allowed)')
-    if not (type(pid[4]) is int and 0 <= pid[4] * STORAGES[pid[1]].itemsize <= limit):
-        raise _Refusal(f'a storage of {_short(pid[4])} elements, larger than the file')
-    return _Made('storage')
-
-
-def _scan_pickle(f, limit):
-    """Follow one pickle as torch's unpickler will, and refuse before it runs what torch's default allow-list
-    would let through: another global, opcode or storage type, a call of a non-callable (``torch.Tensor(n)``
-    allocates), a new object of another class, the arguments and states :func:`_check_call` and
-    :func:`_check_state` refuse, a storage larger than the file."""
-    stack, metastack, memo = [], [], {}
-    for op, arg, _ in pickletools.genops(f):
-        code = op.name
-        if code not in _OPCODES:
-            raise _Refusal(f'the pickle opcode {code} (torch\'s weights-only unpickler reads pickle protocol 2, what '
-                           'torch.save writes by default)')
-        if code == 'STOP':
-            return
-        if code == 'MARK':
-            metastack.append(stack)
-            stack = []
-        elif code in ('TUPLE', 'APPENDS', 'SETITEMS'):
-            items, stack = stack, metastack.pop()
-            if code == 'TUPLE':
-                stack.append(tuple(items))
-            elif isinstance(stack[-1], _Made):
-                stack[-1].fill()
-        elif code in ('TUPLE1', 'TUPLE2', 'TUPLE3'):
-            n = int(code[-1])
-            if len(stack) < n:
-                raise IndexError('pop from empty stack')
-            stack[-n:] = [tuple(stack[-n:])]
-        elif code in ('APPEND', 'SETITEM'):
-            del stack[-(2 if code == 'SETITEM' else 1):]
-            if isinstance(stack[-1], _Made):
-                stack[-1].fill()
-        elif code == 'BUILD':
-            _check_state(stack[-2], stack.pop())
-            stack[-1].fill()
-        elif code == 'REDUCE':
-            args, func = stack.pop(), stack[-1]
-            if not (isinstance(func, _Name) and func.key in CALLABLE and type(args) is tuple):
-                raise _Refusal(f'a call of {_short(func)}' + ('' if type(args) is tuple else ' without a tuple'))
-            _check_call(func, args)
-            stack[-1] = _Made(func, filled=args != ())
-        elif code == 'NEWOBJ':
-            args, cls = stack.pop(), stack.pop()
-            if not (isinstance(cls, _Name) and cls.key in NEWOBJ and args == ()):
-                raise _Refusal(f'a new object of {_short(cls)}')
-            stack.append(_Made(cls))
-        elif code == 'BINPERSID':
-            stack[-1] = _storage(stack[-1], limit)
-        elif code in ('BINPUT', 'LONG_BINPUT'):
-            memo[arg] = stack[-1]
-        elif code in ('BINGET', 'LONG_BINGET'):
-            stack.append(memo[arg])
-        elif code == 'GLOBAL':
-            name = _Name(*arg.split(' ', 1))
-            if name.key not in ALLOWED_GLOBALS and name not in STORAGES:
-                raise _Refusal(f'the global {name}')
-            stack.append(name)
-        elif code.startswith('EMPTY_') and code != 'EMPTY_TUPLE':
-            stack.append(_Made(code[6:].lower()))
-        elif code != 'PROTO':
-            stack.append(_CONSTANTS.get(code, arg))
-    raise ValueError('pickle exhausted before STOP')
-
-
-class _Bounded:
-    """A file whose reads never ask for more than what is left (pickletools reads an opcode's declared length)."""
-
-    def __init__(self, f, end):
-        self.f, self.end = f, end
-
-    def read(self, n):
-        return self.f.read(max(0, min(n, self.end - self.f.tell())))
-
-    def readline(self):
-        return self.f.readline(max(0, self.end - self.f.tell()))
-
-
-def _offsets_as_written(f, z, size):
-    """zipfile shifts every offset when the central directory does not end where the end records say (data
-    put before an archive); torch's reader does not, so the two would read different records."""
-    end = size - 22 - len(z.comment)
-    f.seek(end - 76)
-    zip64, locator, record = (lambda b: (b[:56], b[56:76], b[76:]))(f.read(98))
-    found = [struct.unpack('<II', record[12:20])]  # (size, offset) of the central directory
-    if locator[:4] == b'PK\x06\x07':  # a zip64 end record, where zipfile expects it
-        end -= 76
-        if struct.unpack('<Q', locator[8:16])[0] != end or zip64[:4] != b'PK\x06\x06':
-            return False
-        found.append(struct.unpack('<QQ', zip64[40:56]))
-    return all(cd_size + cd_offset == end or 0xFFFFFFFF in (cd_size, cd_offset) for cd_size, cd_offset in found)
-
-
-def _data_pickle(f, size) -> bytes:
-    """The ``data.pkl`` torch reads from a zip checkpoint, after checking the archive."""
-    with zipfile.ZipFile(f) as z:
-        infos = z.infolist()
-        names = [i.filename for i in infos]
-        top = names[0].split('/')[0] + '/' if names else '/'
-        if any(n.endswith('constants.pkl') for n in names):
-            raise _Refusal('TorchScript code (a torch.jit archive; load it with torch.jit.load if you trust it)')
-        if len(set(names)) != len(names) or not all(n.startswith(top) for n in names):
-            raise _Refusal('archive records named twice or outside the archive folder')
-        if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > size:
-            raise _Refusal('archive records that are compressed or larger than the file')
-        if not _offsets_as_written(f, z, size):
-            raise _Refusal('a zip central directory away from where its end record puts it')
-        return z.read(top + 'data.pkl')
-
-
-def _scan_file(f, size):
-    """Check the archive and every pickle ``torch.load`` will read from ``f`` (an open file at offset 0)."""
-    try:
-        if f.read(4) == b'PK\x03\x04':  # torch's own test for a zip checkpoint
-            return _scan_pickle(io.BytesIO(_data_pickle(f, size)), size)
-        f.seek(0)
-        if tarfile.is_tarfile(f):
-            raise _Refusal('a tar archive (the torch < 0.4 format, which torch.load unpacks to disk)')
-        f.seek(0)
-        for _ in range(5):  # the legacy format: magic number, protocol, system info, the data, the storage keys
-            _scan_pickle(_Bounded(f, size), size)
-    finally:
-        f.seek(0)
-
-
 # ---------------------------------------------------------------------------------------------- after torch
-_LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
-
-
-def _is_state_dict_metadata(attrs) -> bool:
-    """``{'_metadata': {module prefix: {'version': int, ...}}}``, the attribute of ``Module.state_dict()``."""
-    meta = attrs.get('_metadata') if isinstance(attrs, dict) and set(attrs) == {'_metadata'} else None
-    return type(meta) in (dict, collections.OrderedDict) and all(
-        isinstance(k, str) and type(v) is dict and all(
-            isinstance(a, str) and type(b) in (int, float, str, bool, type(None)) for a, b in v.items())
-        for k, v in meta.items())
-
-
 def _history_state(x):
     keys = {'max_length', '_log_history', '_count_history'}
     state = x.state if isinstance(x.state, dict) else {}
     if not (keys <= set(state) <= keys | {'statistics_methods'} and type(state['max_length']) is int and
             all(type(state[k]) is np.ndarray for k in ('_log_history', '_count_history'))):
-        raise _Refusal(f'a HistoryBuffer with state {_short(sorted(map(str, state)) or x.state)}')
+        raise _Refusal(f'a HistoryBuffer with state {describe(sorted(map(str, state)) or x.state)}')
     # the statistics methods are dropped: a load never changes HistoryBuffer._statistics_methods
     return dict(log_history=state['_log_history'], count_history=state['_count_history'],
                 max_length=state['max_length'])
@@ -394,7 +150,7 @@ def _to_plain_loaded(obj, limit):
 
     def walk(x, depth):
         t = type(x)
-        if t in _LEAVES:
+        if t in LEAVES:
             return x
         if t in (torch.Tensor, torch.nn.Parameter):
             if x.numel() * x.element_size() > limit:
@@ -414,15 +170,15 @@ def _to_plain_loaded(obj, limit):
         if t in (dict, collections.OrderedDict):
             out = t((walk(k, depth), walk(v, depth)) for k, v in x.items())
             attrs = getattr(x, '__dict__', None)
-            if attrs and not _is_state_dict_metadata(attrs):
-                raise _Refusal(f'OrderedDict attributes {_short(sorted(map(str, attrs)))}')
+            if attrs and not is_state_dict_metadata(attrs):
+                raise _Refusal(f'OrderedDict attributes {describe(sorted(map(str, attrs)))}')
             if attrs:
                 out._metadata = attrs['_metadata']  # module versions torch keeps with every state_dict
             return out
         if t in (list, tuple, set, frozenset):
             return t(walk(v, depth) for v in x)
         if t is np.ndarray and x.dtype.str[1:] in NUMERIC_DTYPES:
-            return _array_to_plain(x)
+            return array_to_plain(x)
         if isinstance(x, np.generic) and x.dtype.str[1:] in NUMERIC_DTYPES:
             return x.item()
         if isinstance(x, np.dtype):
@@ -431,7 +187,7 @@ def _to_plain_loaded(obj, limit):
             return walk(_history_state(x), depth)
         if t is _Namespace and isinstance(x.state, dict) and all(isinstance(k, str) for k in x.state):
             return {k: walk(v, depth) for k, v in x.state.items()}
-        raise _Refusal(f'{_short(x)} without a state of data' if t in (_HistoryBuffer, _Namespace) else
+        raise _Refusal(f'{describe(x)} without a state of data' if t in (_HistoryBuffer, _Namespace) else
                        f'an object of type {t.__name__}')
 
     return walk(obj, 0)
@@ -443,7 +199,12 @@ _ALLOW_LIST_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _torch_allow_list_is_ours():
-    """torch's process-wide allow-list holds exactly our entries during a load and the caller's after it."""
+    """torch's process-wide allow-list holds exactly our entries during a load and the caller's after it.
+
+    ``torch.serialization.safe_globals`` would remove on exit entries the caller had added before, and the
+    caller's entries (mmengine's ``HistoryBuffer``, whose ``__setstate__`` writes its class) would reach our
+    load; a weights-only ``torch.load`` in another thread meanwhile sees our list.
+    """
     with _ALLOW_LIST_LOCK:
         saved = torch.serialization.get_safe_globals()
         torch.serialization.clear_safe_globals()
@@ -493,7 +254,7 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
         with _opened(file) as f:
             size = f.seek(0, io.SEEK_END)
             f.seek(0)
-            _scan_file(f, size)
+            scan_file(f, size, _POLICY)
             with _torch_allow_list_is_ours():
                 data = torch.load(f, map_location=map_location, weights_only=True, mmap=False)
         return _to_plain_loaded(data, size)
@@ -506,158 +267,7 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
                                     f'({type(e).__name__}: {reason}).') from None
 
 
-# ---------------------------------------------------------------------------------------------- trust
-_TRUSTED: contextvars.ContextVar = contextvars.ContextVar('mmposmlp_trusted_checkpoints', default=frozenset())
-
-
-def _trust_key(file) -> Optional[str]:
-    if isinstance(file, (str, os.PathLike)):
-        text = os.fspath(file)
-        return text if '://' in text else osp.realpath(osp.expanduser(text))
-    return None
-
-
-@contextlib.contextmanager
-def trusted_checkpoints(paths: Iterable):
-    """Within this context (this thread/task only), the given files are unpickled without restrictions.
-
-    This runs whatever code the files contain: use it only for files you made or trust.
-    """
-    keys = frozenset(k for k in (_trust_key(p) for p in paths if p) if k)
-    token = _TRUSTED.set(_TRUSTED.get() | keys)
-    try:
-        yield keys
-    finally:
-        _TRUSTED.reset(token)
-
-
-def is_trusted(file) -> bool:
-    key = _trust_key(file)
-    return key is not None and key in _TRUSTED.get()
-
-
-def add_trust_argument(parser):
-    """``--trust-checkpoint`` for a command-line tool (the one spelling all our tools share)."""
-    parser.add_argument('--trust-checkpoint', action='store_true',
-                        help='unpickle the checkpoint(s) this command names without restrictions. This runs any '
-                        'code stored in them: use it only for files you trust (e.g. an old checkpoint that needs '
-                        'a class). Without it, checkpoints load as data only.')
-    return parser
-
-# ---------------------------------------------------------------------------------------------- saving
-_warned_types = set()
-
-
-def _array_to_plain(arr: np.ndarray):
-    if arr.dtype.str[1:] in NUMERIC_DTYPES:
-        return torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder('=')).copy())
-    return to_plain_checkpoint(arr.tolist())
-
-
-def to_plain_checkpoint(obj):
-    """A copy of a checkpoint holding only what ``torch.load(weights_only=True)`` reads without an allow-list.
-
-    ``HistoryBuffer`` -> ``{'log_history': tensor, 'count_history': tensor, 'max_length': int}`` (exactly its
-    state), numeric numpy arrays -> tensors, numpy scalars -> Python numbers, namedtuples -> tuples. Other
-    objects are kept (with a warning: such a checkpoint then needs ``--trust-checkpoint`` to load).
-    """
-    from mmengine.logging.history_buffer import HistoryBuffer
-    memo = {}
-
-    def walk(x):
-        t = type(x)
-        if t in _LEAVES or isinstance(x, torch.Tensor):
-            return x
-        if id(x) in memo:
-            return memo[id(x)]
-        if isinstance(x, HistoryBuffer):
-            log, count = x.data
-            out = dict(log_history=_array_to_plain(np.asarray(log)), count_history=_array_to_plain(np.asarray(count)),
-                       max_length=int(x.max_length))
-        elif isinstance(x, np.ndarray):
-            out = _array_to_plain(x)
-        elif isinstance(x, np.generic):
-            out = x.item()
-            out = out if type(out) in _LEAVES else walk(out)
-        elif isinstance(x, collections.OrderedDict):
-            out = collections.OrderedDict((walk(k), walk(v)) for k, v in x.items())
-            if _is_state_dict_metadata({'_metadata': getattr(x, '_metadata', None)}):
-                out._metadata = x._metadata
-        elif isinstance(x, dict):
-            out = {walk(k): walk(v) for k, v in x.items()}
-        elif isinstance(x, (list, tuple, set, frozenset)):  # frozenset -> set (torch's safe loader has no frozenset)
-            base = list if isinstance(x, list) else tuple if isinstance(x, tuple) else set
-            out = base(walk(v) for v in x)
-        elif isinstance(x, (bool, int, float, str, bytes)):  # subclasses (e.g. IntEnum)
-            out = next(b for b in (bool, int, float, str, bytes) if isinstance(x, b))(x)
-        else:
-            if t not in _warned_types:
-                _warned_types.add(t)
-                warnings.warn(f'checkpoint holds a {t.__module__}.{t.__qualname__}, which is not plain data: '
-                              'loading this checkpoint will need --trust-checkpoint.')
-            out = x
-        memo[id(x)] = out
-        return out
-
-    return walk(obj)
-
-
-def history_buffer_from_plain(state):
-    """The ``HistoryBuffer`` a plain ``{'log_history', 'count_history', 'max_length'}`` dict describes."""
-    from mmengine.logging.history_buffer import HistoryBuffer
-    if isinstance(state, HistoryBuffer):
-        return state
-    if not (isinstance(state, dict) and set(state) == {'log_history', 'count_history', 'max_length'}):
-        return None
-
-    def arr(v):
-        return v.detach().cpu().numpy().copy() if isinstance(v, torch.Tensor) else np.asarray(v)
-
-    return HistoryBuffer(arr(state['log_history']), arr(state['count_history']), int(state['max_length']))
-
-
 # ---------------------------------------------------------------------------------------------- mmengine
-#: Where mmengine checkpoints keep config *text* that stock code runs with ``Config.fromstring``
-#: (``Runner.resume``/``FlexibleRunner.resume``: ``meta['config']``; ``BaseInferencer`` given only weights:
-#: ``message_hub['runtime_info']['cfg']`` or ``meta['cfg']``).
-CONFIG_TEXT_ENTRIES = (('meta', 'config'), ('meta', 'cfg'), ('message_hub', 'runtime_info', 'cfg'))
-
-
-_KEEP_CONFIG_TEXT = contextvars.ContextVar('mmposmlp_keep_config_text', default=False)
-
-
-@contextlib.contextmanager
-def keep_config_text():
-    """Within this context the CheckpointLoader schemes keep the config text: for a caller of ours that
-    reads it as data (resume reads the GPU count as a literal) and removes it before mmengine sees it."""
-    token = _KEEP_CONFIG_TEXT.set(True)
-    try:
-        yield
-    finally:
-        _KEEP_CONFIG_TEXT.reset(token)
-
-
-def drop_config_text(ckpt, source: str):
-    """Remove the config text entries (:data:`CONFIG_TEXT_ENTRIES`) of a loaded checkpoint, so that no
-    stock code reached through mmengine's ``CheckpointLoader`` executes text read from the file. A caller
-    that needs the config passes it (e.g. ``DetInferencer(model=CONFIG, weights=FILE)``)."""
-    if _KEEP_CONFIG_TEXT.get():
-        return ckpt
-    dropped = []
-    for path in CONFIG_TEXT_ENTRIES:
-        parent = ckpt
-        for key in path[:-1]:
-            parent = parent.get(key) if isinstance(parent, dict) else None
-        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), str):
-            del parent[path[-1]]
-            dropped.append('.'.join(path))
-    if dropped:
-        from mmengine.logging import print_log
-        print_log(f'{source}: ignored the stored config text ({", ".join(dropped)}): mmposmlp never executes '
-                  'text read from a checkpoint; pass the config explicitly', logger='current')
-    return ckpt
-
-
 def _load_from_local(filename, map_location):
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):

@@ -116,16 +116,15 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], prefix: Optional[s
 
 _OFFICIAL_ACTS = {'nn.SiLU(True)': 'SiLU', 'nn.SiLU()': 'SiLU', 'nn.ReLU(True)': 'ReLU', 'nn.ReLU()': 'ReLU',
                   'nn.GELU()': 'GELU', 'nn.Sigmoid()': 'Sigmoid', 'nn.Tanh()': 'Tanh'}
-_OFFICIAL_RASA = ('atrous_rates', 'act_layer', 'init', 'r_num')
 
 
 def official_lvt_kwargs(arch: dict) -> Tuple[dict, Optional[dict]]:
     """Official LVT constructor options (``lite_vision_transformer`` / ``lvt_cls`` kwargs, ``rasa_cfg`` as a
     dict) -> ``(LVT kwargs, LVTClassAttentionHead kwargs or None)``. The keys are checked against
-    :data:`~.official_options.LVT` (``patch_size`` and ``drop_rate`` are accepted and logged: the official
-    network never reads them); every read option is mapped or refused in one sentence, ``rasa_cfg['init']``
-    accepted because it only sets the initial weights."""
-    checked_options('lvt', arch)
+    :data:`~.official_options.LVT`, ``rasa_cfg``'s own keys as ``rasa_cfg.<key>`` rows (``patch_size`` and
+    ``drop_rate`` are accepted and logged: the official network never reads them); every read option is mapped
+    or refused in one sentence, ``rasa_cfg['init']`` accepted because it only sets the initial weights."""
+    a = checked_options('lvt', arch)
     if arch.get('norm_layer', 'nn.LayerNorm') not in ('nn.LayerNorm', nn.LayerNorm):
         raise ValueError(f"official LVT option norm_layer={arch['norm_layer']!r} is not supported; only "
                          "nn.LayerNorm (the default) converts")
@@ -136,27 +135,24 @@ def official_lvt_kwargs(arch: dict) -> Tuple[dict, Optional[dict]]:
     if post is not None and any(p != 'ca' for p in post):
         raise ValueError(f"official LVT post_layers {post!r} are not all 'ca' (class attention), the only "
                          "post layer the official code builds")
-    rasa = dict(arch.get('rasa_cfg') or {})
-    bad = [k for k in rasa if k not in _OFFICIAL_RASA]
-    if bad:
-        raise ValueError(f'official LVT rasa_cfg key {bad[0]!r} is not known; rasa_cfg takes {list(_OFFICIAL_RASA)}')
+    rasa = {k[len('rasa_cfg.'):]: v for k, v in a.items() if k.startswith('rasa_cfg.')}
     sa_layers = list(arch.get('sa_layers', ['csa', 'rasa', 'rasa', 'rasa']))
-    if 'rasa' in sa_layers and not rasa:
+    if 'rasa' in sa_layers and not arch.get('rasa_cfg'):
         raise ValueError("official LVT sa_layers use 'rasa' but rasa_cfg is None, which the official code "
                          "cannot run; give rasa_cfg")
-    act = rasa.get('act_layer', 'nn.SiLU(True)')
+    act = rasa['act_layer']
     if act not in _OFFICIAL_ACTS:
         raise ValueError(f'official LVT rasa_cfg act_layer {act!r} is not supported; use one of '
                          f'{sorted(_OFFICIAL_ACTS)}')
-    if rasa.get('init', 'kaiming') not in ('kaiming', 'dirac'):
+    if rasa['init'] not in ('kaiming', 'dirac'):
         raise ValueError(f"official LVT rasa_cfg init {rasa['init']!r} is not 'kaiming' or 'dirac'")
     backbone = dict(
         arch=dict(depths=list(arch['layers']), embed_dims=list(arch['embed_dims']),
                   num_heads=list(arch['num_heads']), mlp_ratios=list(arch['mlp_ratios']),
                   depthwise_mlp=[bool(d) for d in arch['mlp_depconv']],
                   sr_ratios=list(arch.get('sr_ratios', [1, 1, 1, 1])), sa_layers=sa_layers),
-        in_channels=arch.get('in_chans', 3), rasa_recursions=int(rasa.get('r_num', 1)),
-        atrous_rates=rasa.get('atrous_rates'), atrous_act_cfg=dict(type=_OFFICIAL_ACTS[act]),
+        in_channels=arch.get('in_chans', 3), rasa_recursions=int(rasa['r_num']),
+        atrous_rates=rasa['atrous_rates'], atrous_act_cfg=dict(type=_OFFICIAL_ACTS[act]),
         qkv_bias=bool(arch.get('qkv_bias', False)), qk_scale=arch.get('qk_scale'),
         attn_drop_rate=arch.get('attn_drop_rate', 0.), drop_path_rate=arch.get('drop_path_rate', 0.))
     if not arch.get('with_cls_head', True):

@@ -40,6 +40,7 @@ _NOT_MODEL = 'not a model option (training, data or runtime settings)'
 #: ``zhouds1918/PosMLP_Video``: the yacs tree of ``slowfast/config/defaults.py`` as ``PosMLP_Video`` reads it
 POSMLP_VIDEO = dict(
     model='PosMLP_Video',
+    sections=POSMLP_VIDEO_SECTIONS,
     source='github.com/zhouds1918/PosMLP_Video slowfast/config/defaults.py, read by slowfast/models/posmlp.py '
     'PosMLP_Video.__init__',
     read={
@@ -119,11 +120,16 @@ LVT = dict(
     model='lite_vision_transformer',
     source='github.com/Chenglin-Yang/LVT classification/models/lvt.py lite_vision_transformer, '
     'classification/models/lvt_cls.py lvt_cls',
-    read=dict(layers=None, in_chans=3, num_classes=1000, embed_dims=None, num_heads=None,
-              sa_layers=['csa', 'rasa', 'rasa', 'rasa'], rasa_cfg=None, mlp_ratios=None, mlp_depconv=None,
-              sr_ratios=[1, 1, 1, 1], qkv_bias=False, qk_scale=None, attn_drop_rate=0., drop_path_rate=0.,
-              norm_layer='nn.LayerNorm', with_cls_head=True, post_layers=None),
+    read={**dict(layers=None, in_chans=3, num_classes=1000, embed_dims=None, num_heads=None,
+                 sa_layers=['csa', 'rasa', 'rasa', 'rasa'], rasa_cfg=None, mlp_ratios=None, mlp_depconv=None,
+                 sr_ratios=[1, 1, 1, 1], qkv_bias=False, qk_scale=None, attn_drop_rate=0., drop_path_rate=0.,
+                 norm_layer='nn.LayerNorm', with_cls_head=True, post_layers=None),
+          # rasa_cfg's own keys, read as attributes by Attention (atrous_rates, r_num) and by the atrous
+          # ds_conv2d it builds (act_layer, init: the defaults are ds_conv2d's; the official Attention has none)
+          'rasa_cfg.atrous_rates': None, 'rasa_cfg.act_layer': 'nn.SiLU(True)', 'rasa_cfg.init': 'kaiming',
+          'rasa_cfg.r_num': 1},
     ignored=dict(patch_size='the stage embeddings fix their own patch sizes (7, then 3)', drop_rate=_NEVER_USED),
+    sections=('rasa_cfg', ),
 )
 
 #: timm's gMLP (``gmlp_ti16_224`` / ``gmlp_s16_224`` / ``gmlp_b16_224``): ``MlpMixer.__init__`` with
@@ -153,6 +159,35 @@ DEIT = dict(
     ignored={},
 )
 
+#: DeiT's distilled models (``facebookresearch/deit`` ``models.py``): each ``deit_*_distilled_patch16_*``
+#: function takes ``pretrained`` and passes its other keyword options to ``DistilledVisionTransformer``, which
+#: passes them all to timm's ``VisionTransformer`` of timm 0.3.2, the version the release pins (its
+#: ``requirements.txt``); that constructor reads every one of them
+DEIT_DISTILLED = dict(
+    model='DistilledVisionTransformer',
+    source='github.com/facebookresearch/deit models.py deit_*_distilled_patch16_* / DistilledVisionTransformer, '
+    'on timm 0.3.2 timm/models/vision_transformer.py VisionTransformer',
+    read=dict(img_size=224, patch_size=16, in_chans=3, num_classes=1000, embed_dim=768, depth=12, num_heads=12,
+              mlp_ratio=4., qkv_bias=False, qk_scale=None, drop_rate=0., attn_drop_rate=0., drop_path_rate=0.,
+              hybrid_backbone=None, norm_layer='nn.LayerNorm', pretrained=False),
+    ignored={},
+)
+
+_DEIT_FILES = 'https://dl.fbaipublicfiles.com/deit/{}'
+_DEIT_FIXED = dict(patch_size=16, mlp_ratio=4, qkv_bias=True, norm_layer='partial(nn.LayerNorm, eps=1e-6)')
+#: the release's distilled constructors: the options each one sets itself (passing one again is a TypeError
+#: there) and the file its ``pretrained=True`` loads (``torch.hub.load_state_dict_from_url``, ``check_hash``)
+DEIT_DISTILLED_CONSTRUCTORS = {
+    'deit_tiny_distilled_patch16_224': (dict(_DEIT_FIXED, embed_dim=192, depth=12, num_heads=3),
+                                        _DEIT_FILES.format('deit_tiny_distilled_patch16_224-b40b3cf7.pth')),
+    'deit_small_distilled_patch16_224': (dict(_DEIT_FIXED, embed_dim=384, depth=12, num_heads=6),
+                                         _DEIT_FILES.format('deit_small_distilled_patch16_224-649709d9.pth')),
+    'deit_base_distilled_patch16_224': (dict(_DEIT_FIXED, embed_dim=768, depth=12, num_heads=12),
+                                        _DEIT_FILES.format('deit_base_distilled_patch16_224-df68dfff.pth')),
+    'deit_base_distilled_patch16_384': (dict(_DEIT_FIXED, img_size=384, embed_dim=768, depth=12, num_heads=12),
+                                        _DEIT_FILES.format('deit_base_distilled_patch16_384-d0272ac0.pth')),
+}
+
 #: release name -> table
 RELEASES: Dict[str, dict] = {
     'posmlp': POSMLP,
@@ -163,6 +198,7 @@ RELEASES: Dict[str, dict] = {
     'lvt': LVT,
     'timm_gmlp': TIMM_GMLP,
     'deit': DEIT,
+    'deit_distilled': DEIT_DISTILLED,
 }
 
 
@@ -178,18 +214,26 @@ def flat_cfg(cfg: Mapping, sections=POSMLP_VIDEO_SECTIONS) -> dict:
     return flat
 
 
+def _unknown_option(table: dict, unknown: list, known: list) -> ValueError:
+    close = difflib.get_close_matches(str(unknown[0]), known, n=1, cutoff=0.0)
+    more = f' (and {len(unknown) - 1} more unknown: {unknown[1:]})' if len(unknown) > 1 else ''
+    section, _, leaf = str(unknown[0]).rpartition('.')
+    nested = f' ({section} key {leaf!r} is not known)' if section in table.get('sections', ()) else ''
+    return ValueError(f"{unknown[0]!r}{more} is not an option of the official {table['model']} ({table['source']})"
+                      f'{nested}; the closest known option is {close[0]!r}.')
+
+
 def checked_options(release: str, options: Mapping) -> dict:
     """``options`` of an official ``release`` merged over its defaults, after the check: a key outside the
     table is refused naming the closest known key; the ignored keys given are named in one info line and
-    left out of the result."""
+    left out of the result. The entries of a release's ``sections`` (dicts) are checked key by key, as
+    ``SECTION.KEY`` (:func:`flat_cfg`)."""
     table = RELEASES[release]
+    options = flat_cfg(options, table.get('sections', ()))
     known = list(table['read']) + list(table['ignored'])
     unknown = [k for k in options if k not in known]
     if unknown:
-        close = difflib.get_close_matches(str(unknown[0]), known, n=1, cutoff=0.0)
-        more = f' (and {len(unknown) - 1} more unknown: {unknown[1:]})' if len(unknown) > 1 else ''
-        raise ValueError(f"{unknown[0]!r}{more} is not an option of the official {table['model']} ({table['source']}); "
-                         f'the closest known option is {close[0]!r}.')
+        raise _unknown_option(table, unknown, known)
     by_reason = {}
     for k in options:
         if k in table['ignored']:

@@ -4,7 +4,7 @@
 ``tools/model_converters/posmlp2mmposmlp.py``); :func:`official_arch_to_ours` maps the official
 constructor options.
 """
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -21,6 +21,18 @@ def _axes_to_ours(value: torch.Tensor, both_sides: bool) -> torch.Tensor:
     if both_sides:
         value = torch.stack([-value[..., 1], value[..., 0]], dim=-1)
     return value
+
+
+class _Layout(NamedTuple):
+    """What the key mapping needs to know about the whole official state dict."""
+    last: int  # index of the last level (its final ``norm``)
+    ln_stem: bool  # LayerNorm stem (no running statistics)
+    qpe_units: frozenset  # ``...gate_unit`` prefixes of the QPE gates
+    symmetric: bool
+    absolute_bias: bool
+
+
+_DROP = ('', None)  # a key the official forward never reads, or a buffer we rebuild
 
 
 def convert_official_posmlp(state: Dict[str, torch.Tensor], symmetric: bool = True,
@@ -48,71 +60,85 @@ def convert_official_posmlp(state: Dict[str, torch.Tensor], symmetric: bool = Tr
       (``rel_indices``, ``window_relative_position_index``) are dropped (we rebuild them).
     * Any other key raises.
     """
+    layout = _Layout(
+        last=max((int(k.split('.')[1]) for k in state if k.startswith('levels.')), default=3),
+        ln_stem='patch_embed.norms.0.weight' in state and 'patch_embed.norms.0.running_mean' not in state,
+        qpe_units=frozenset(k.rsplit('.pos.', 1)[0] for k in state if k.endswith('.pos.attention_centers')),
+        symmetric=symmetric, absolute_bias=absolute_bias)
     out = {}
-    last = max((int(k.split('.')[1]) for k in state if k.startswith('levels.')), default=3)
-    ln_stem = 'patch_embed.norms.0.weight' in state and 'patch_embed.norms.0.running_mean' not in state
-    qpe_units = {k.rsplit('.pos.', 1)[0] for k in state if k.endswith('.pos.attention_centers')}
     for key, value in state.items():
-        if key.endswith(('rel_indices', 'window_relative_position_index')):
-            continue
-        new = None
-        if key.startswith('patch_embed.projs.'):
-            i, rest = key[len('patch_embed.projs.'):].split('.', 1)
-            new = f'patch_embed.{i}.conv.{rest}'
-        elif key.startswith('patch_embed.norms.'):
-            i, rest = key[len('patch_embed.norms.'):].split('.', 1)
-            new = f'patch_embed.{i}.{"ln" if ln_stem else "bn"}.{rest}'
-        elif key in ('patch_embed.proj.weight', 'patch_embed.proj.bias'):
-            new = key.replace('.proj.', '.projection.')
-        elif key in ('patch_embed.norm.weight', 'patch_embed.norm.bias'):
-            new = key
-        elif key == 'absolute_pos_embed':
-            new, value = key, value.reshape(1, -1, 56, 56)
-        elif key.startswith('levels.'):
-            new = key.replace('levels.', 'stages.', 1).replace('.pool.', '.downsample.') \
-                .replace('.encoder.', '.blocks.').replace('.proj_c_e.', '.fc1.').replace('.proj_c_s.', '.fc2.')
-            unit = key.split('.gate_unit.', 1)[0] + '.gate_unit' if '.gate_unit.' in key else None
-            leaf = key.rsplit('.', 1)[1]
-            if unit is None:
-                pass
-            elif '.gate_unit.pos.' in key:
-                head = new.split('.gate_unit.', 1)[0] + '.gate.'
-                if leaf == 'token_proj_n_bias':
-                    if unit in qpe_units and not absolute_bias:
-                        continue  # official absolute_bias=False: created, never added
-                    new, value = head + 'token_bias', value.reshape(-1)
-                elif leaf == 'window_relative_position_bias_table':
-                    new = head + 'mixing.relative_position_table'
-                elif leaf == 'attention_centers':
-                    new, value = head + 'mixing.centers', _axes_to_ours(value, False)
-                elif leaf == 'attention_spreads':
-                    new = head + 'mixing.spreads'
-                    if value.dim() == 3:
-                        value = _axes_to_ours(value, not symmetric)
-                else:
-                    new = None
-            elif key == unit + '.token_proj_n_weight':
-                if unit in qpe_units:
-                    continue  # quadratic=True, pos_only=False: the official forward never reads it
-                new = new.split('.gate_unit.', 1)[0] + '.gate.mixing.token_weight'
-                value = value.reshape(value.shape[-2], value.shape[-1])
-            elif key.startswith(unit + '.proj_list.0.') or key.startswith(unit + '.norm_list.0.'):
-                head = new.split('.gate_unit.', 1)[0] + '.gate.'
-                if '.norm_list.0.' in key:
-                    new = head + 'norm.' + leaf
-                else:
-                    new = head + ('mixing.weight' if leaf == 'weight' else 'token_bias')
-            else:
-                new = None
-        elif key.startswith('norm.'):
-            new = f'norm{last}.' + key[len('norm.'):]
-        elif key.startswith('head.'):
-            new = key
-        if new is None:
+        item = _DROP if key.endswith(('rel_indices', 'window_relative_position_index')) \
+            else _convert_key(key, value, layout)
+        if item is None:
             raise KeyError(f'unexpected key {key!r} in an official PosMLP checkpoint (not a key of the official '
                            'PosMLP model with PoSGU/SGU gates): is it a PosMLP (models/posmlp.py) state dict?')
-        out[new] = value
+        if item is not _DROP:
+            out[item[0]] = item[1]
     return out
+
+
+def _convert_key(key: str, value: torch.Tensor, layout: _Layout) -> Optional[Tuple[str, torch.Tensor]]:
+    """One official key -> ``(our key, value)``; ``_DROP``; ``None`` for a key we do not know."""
+    if key.startswith('levels.'):
+        return _level_key(key, value, layout)
+    if key.startswith('norm.'):
+        return f'norm{layout.last}.' + key[len('norm.'):], value
+    if key.startswith('head.'):
+        return key, value
+    return _stem_key(key, value, layout.ln_stem)
+
+
+def _stem_key(key: str, value: torch.Tensor, ln_stem: bool) -> Optional[Tuple[str, torch.Tensor]]:
+    """The patch embedding (convolutional or linear stem) and the absolute position embedding."""
+    for prefix, layer in (('patch_embed.projs.', 'conv'), ('patch_embed.norms.', 'ln' if ln_stem else 'bn')):
+        if key.startswith(prefix):
+            i, rest = key[len(prefix):].split('.', 1)
+            return f'patch_embed.{i}.{layer}.{rest}', value
+    if key in ('patch_embed.proj.weight', 'patch_embed.proj.bias'):
+        return key.replace('.proj.', '.projection.'), value
+    if key in ('patch_embed.norm.weight', 'patch_embed.norm.bias'):
+        return key, value
+    if key == 'absolute_pos_embed':
+        return key, value.reshape(1, -1, 56, 56)
+    return None
+
+
+def _level_key(key: str, value: torch.Tensor, layout: _Layout) -> Optional[Tuple[str, torch.Tensor]]:
+    """``levels.i.*``: downsampling, blocks, channel MLP and the gate unit (SGU or PoSGU)."""
+    new = key.replace('levels.', 'stages.', 1).replace('.pool.', '.downsample.') \
+        .replace('.encoder.', '.blocks.').replace('.proj_c_e.', '.fc1.').replace('.proj_c_s.', '.fc2.')
+    if '.gate_unit.' not in key:
+        return new, value
+    unit = key.split('.gate_unit.', 1)[0] + '.gate_unit'
+    gate = new.split('.gate_unit.', 1)[0] + '.gate.'
+    leaf = key.rsplit('.', 1)[1]
+    if '.gate_unit.pos.' in key:
+        return _positional_key(leaf, value, gate, unit in layout.qpe_units, layout)
+    if key == unit + '.token_proj_n_weight':
+        if unit in layout.qpe_units:
+            return _DROP  # quadratic=True, pos_only=False: the official forward never reads it
+        return gate + 'mixing.token_weight', value.reshape(value.shape[-2], value.shape[-1])
+    if key.startswith(unit + '.proj_list.0.') or key.startswith(unit + '.norm_list.0.'):
+        if '.norm_list.0.' in key:
+            return gate + 'norm.' + leaf, value
+        return gate + ('mixing.weight' if leaf == 'weight' else 'token_bias'), value
+    return None
+
+
+def _positional_key(leaf: str, value: torch.Tensor, gate: str, qpe: bool,
+                    layout: _Layout) -> Optional[Tuple[str, torch.Tensor]]:
+    """``gate_unit.pos.*``: the positional mixing of a PoSGU (GQPE centres/spreads, LRPE table)."""
+    if leaf == 'token_proj_n_bias':
+        if qpe and not layout.absolute_bias:
+            return _DROP  # official absolute_bias=False: created, never added
+        return gate + 'token_bias', value.reshape(-1)
+    if leaf == 'window_relative_position_bias_table':
+        return gate + 'mixing.relative_position_table', value
+    if leaf == 'attention_centers':
+        return gate + 'mixing.centers', _axes_to_ours(value, False)
+    if leaf == 'attention_spreads':
+        return gate + 'mixing.spreads', _axes_to_ours(value, not layout.symmetric) if value.dim() == 3 else value
+    return None
 
 
 def model_convert_kwargs(model: nn.Module) -> dict:
@@ -150,73 +176,20 @@ def official_arch_to_ours(arch: dict) -> dict:
     ``img_size``, which ours does not need), ``num_classes`` (the head), ``att_std``
     (initialisation), ``drop_rate``/``drop_path_rate`` (mapped; training only).
     """
-    # The official ``stem=PatchEmbed`` is a 16x16 linear embedding (PosMLP's own ``patch_size`` is not
-    # passed on) with ``nn.LayerNorm`` (eps 1e-5), taking ``in_chans`` channels and ignoring ``stem_norm``;
-    # ``pool_layer=PatchMerging`` does not run (below).
     a = checked_options('posmlp', arch)
-    n = int(a['num_levels'])
-    lists = {k: list(a[k]) for k in ('embed_dims', 'win_size', 'gamma', 'depths', 'mlp_ratio')}
-    if any(len(v) != n for v in lists.values()):
-        raise ValueError(f'official num_levels={n} but embed_dims/win_size/gamma/depths/mlp_ratio have lengths '
-                         f'{[len(v) for v in lists.values()]} (the official model asserts they match)')
-    if str(a['pool_layer']).split('.')[-1] == 'PatchMerging':
-        raise ValueError("official pool_layer='PatchMerging' does not run (its LayerNorm and 1x1 reduction are built "
-                         'for in_chan channels but get the 4*in_chan concatenation): use ConvPatchMerging; our '
-                         "downsample_cfg=dict(type='linear') is the working Swin form it was meant to be")
-    for name, ok in (('gate_layer', ('PosMLPLayer', )), ('pool_layer', ('ConvPatchMerging', )),
-                     ('stem', ('ConvPatchEmbed', 'PatchEmbed')), ('act_layer', ('nn.GELU', )),
-                     ('global_pool', ('avg', ))):
-        if str(a[name]).split('.')[-1] not in [o.split('.')[-1] for o in ok]:
-            raise ValueError(f'official {name}={a[name]!r} is not supported: only {" or ".join(map(repr, ok))} '
-                             'has an equivalent here')
-    linear_stem = str(a['stem']).split('.')[-1] == 'PatchEmbed'
-    for name in ('stem_norm', 'downsample_norm'):
-        if name == 'stem_norm' and linear_stem:
-            continue  # not read by the official linear stem
-        if a[name] not in ('BN', 'LN'):
-            raise ValueError(f"official {name}={a[name]!r} is not supported: use 'BN' or 'LN'")
-    if a['pretrained'] not in (None, ''):
-        raise ValueError('official pretrained=<path> loads weights at construction: convert that file instead')
+    lists = _checked_stage_lists(a)
+    _check_layers(a)
+    linear_stem = _last_name(a['stem']) == 'PatchEmbed'
     eps = layernorm_eps(a['norm_layer'])
-    norm_cfg = dict(type='LN', eps=eps)
-    chunks, gate_unit = int(a['chunks']), str(a['gate_unit'])
-    quadratic, pos_only = bool(a['quadratic']), bool(a['pos_only'])
-    gate_cfg = {}
-    if gate_unit == 'SGU':
-        if chunks != 2:
-            raise ValueError(f'official SGU with chunks={chunks} is not supported: only chunks=2 (gMLP SGU) '
-                             'has an equivalent here')
-        if sum(lists['depths']) > 26:
-            raise ValueError('official SGU drops the token-FC bias of blocks after the 26th: depths summing to '
-                             f'{sum(lists["depths"])} are not supported')
-        gate = 'sgu'
-        if eps != 1e-6:
-            gate_cfg['norm_cfg'] = norm_cfg
-    elif gate_unit == 'PoSGU':
-        if chunks not in (1, 2):
-            raise ValueError(f'official PoSGU with chunks={chunks} does not build (its FC2 expects '
-                             'hidden/chunks channels but gets hidden/2): use chunks 1 or 2')
-        if chunks == 1:
-            gate_cfg['split'] = False
-        if quadratic:
-            gate = 'ggqpe' if a['generalized'] else 'gqpe'
-            if not a['absolute_bias']:
-                gate_cfg['token_bias'] = False
-            if not a['use_softmax']:
-                gate_cfg['softmax'] = False
-            if a['generalized'] and not a['symmetric']:
-                gate_cfg['symmetric'] = False
-        else:
-            gate = 'glrpe' if pos_only else 'glrpe-m'
-    else:
-        raise ValueError(f"official gate_unit={gate_unit!r} is not supported: use 'PoSGU' or 'SGU'")
+    gate, gate_cfg = _gate(a, sum(lists['depths']), eps)
     if a['shift'] and a['num_blocks'] != 1:
         raise ValueError('official shift=True with num_blocks != 1 does not run (PosMLPLayer.forward_shift calls a '
                          'missing self.window_partition); with num_blocks=1 it shifts nothing and maps to shift=False')
     ours = dict(arch=dict(embed_dims=lists['embed_dims'], depths=lists['depths'], groups=lists['gamma'],
                           mlp_ratios=lists['mlp_ratio'], window_sizes=lists['win_size']),
                 in_channels=int(a['in_chans'] if linear_stem else a['in_chan']), gate_type=gate, shift=False,
-                drop_rate=float(a['drop_rate']), drop_path_rate=float(a['drop_path_rate']), norm_cfg=norm_cfg)
+                drop_rate=float(a['drop_rate']), drop_path_rate=float(a['drop_path_rate']),
+                norm_cfg=dict(type='LN', eps=eps))
     if linear_stem:
         ours['patch_embed_cfg'] = dict(type='linear', patch_size=16, norm_cfg=dict(type='LN', eps=1e-5))
     else:
@@ -230,6 +203,76 @@ def official_arch_to_ours(arch: dict) -> dict:
             raise ValueError('official ape=True builds a (1, 3136, 96) embedding: it only runs with embed_dims[0]=96')
         ours['ape_size'] = (56, 56)
     return ours
+
+
+def _last_name(layer) -> str:
+    """``'timm.layers.PatchEmbed'`` -> ``'PatchEmbed'`` (the official layer arguments, as strings)."""
+    return str(layer).split('.')[-1]
+
+
+def _checked_stage_lists(a: dict) -> dict:
+    """The per-level lists, one entry per official level."""
+    n = int(a['num_levels'])
+    lists = {k: list(a[k]) for k in ('embed_dims', 'win_size', 'gamma', 'depths', 'mlp_ratio')}
+    if any(len(v) != n for v in lists.values()):
+        raise ValueError(f'official num_levels={n} but embed_dims/win_size/gamma/depths/mlp_ratio have lengths '
+                         f'{[len(v) for v in lists.values()]} (the official model asserts they match)')
+    return lists
+
+
+def _check_layers(a: dict) -> None:
+    """Refuse the official layer choices with no equivalent here.
+
+    The official ``stem=PatchEmbed`` is a 16x16 linear embedding (PosMLP's own ``patch_size`` is not
+    passed on) with ``nn.LayerNorm`` (eps 1e-5), taking ``in_chans`` channels and ignoring
+    ``stem_norm``; ``pool_layer=PatchMerging`` does not run.
+    """
+    if _last_name(a['pool_layer']) == 'PatchMerging':
+        raise ValueError("official pool_layer='PatchMerging' does not run (its LayerNorm and 1x1 reduction are built "
+                         'for in_chan channels but get the 4*in_chan concatenation): use ConvPatchMerging; our '
+                         "downsample_cfg=dict(type='linear') is the working Swin form it was meant to be")
+    for name, ok in (('gate_layer', ('PosMLPLayer', )), ('pool_layer', ('ConvPatchMerging', )),
+                     ('stem', ('ConvPatchEmbed', 'PatchEmbed')), ('act_layer', ('nn.GELU', )),
+                     ('global_pool', ('avg', ))):
+        if _last_name(a[name]) not in [_last_name(o) for o in ok]:
+            raise ValueError(f'official {name}={a[name]!r} is not supported: only {" or ".join(map(repr, ok))} '
+                             'has an equivalent here')
+    linear_stem = _last_name(a['stem']) == 'PatchEmbed'
+    for name in ('stem_norm', 'downsample_norm'):
+        if name == 'stem_norm' and linear_stem:
+            continue  # not read by the official linear stem
+        if a[name] not in ('BN', 'LN'):
+            raise ValueError(f"official {name}={a[name]!r} is not supported: use 'BN' or 'LN'")
+    if a['pretrained'] not in (None, ''):
+        raise ValueError('official pretrained=<path> loads weights at construction: convert that file instead')
+
+
+def _gate(a: dict, num_blocks: int, eps: float) -> Tuple[str, dict]:
+    """Official ``gate_unit``/``chunks``/``quadratic``/``pos_only``/... -> our ``gate_type`` and ``gate_cfg``."""
+    chunks, gate_unit = int(a['chunks']), str(a['gate_unit'])
+    if gate_unit == 'SGU':
+        if chunks != 2:
+            raise ValueError(f'official SGU with chunks={chunks} is not supported: only chunks=2 (gMLP SGU) '
+                             'has an equivalent here')
+        if num_blocks > 26:
+            raise ValueError('official SGU drops the token-FC bias of blocks after the 26th: depths summing to '
+                             f'{num_blocks} are not supported')
+        return 'sgu', ({} if eps == 1e-6 else dict(norm_cfg=dict(type='LN', eps=eps)))
+    if gate_unit != 'PoSGU':
+        raise ValueError(f"official gate_unit={gate_unit!r} is not supported: use 'PoSGU' or 'SGU'")
+    if chunks not in (1, 2):
+        raise ValueError(f'official PoSGU with chunks={chunks} does not build (its FC2 expects '
+                         'hidden/chunks channels but gets hidden/2): use chunks 1 or 2')
+    gate_cfg = {} if chunks == 2 else dict(split=False)
+    if not a['quadratic']:
+        return ('glrpe' if a['pos_only'] else 'glrpe-m'), gate_cfg
+    if not a['absolute_bias']:
+        gate_cfg['token_bias'] = False
+    if not a['use_softmax']:
+        gate_cfg['softmax'] = False
+    if a['generalized'] and not a['symmetric']:
+        gate_cfg['symmetric'] = False
+    return ('ggqpe' if a['generalized'] else 'gqpe'), gate_cfg
 
 
 def official_convert_kwargs(arch: dict) -> dict:
