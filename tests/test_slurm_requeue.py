@@ -150,6 +150,7 @@ def test_two_node_job_signalled_saves_requeues_and_resumes_exactly(slurm_two_nod
         assert _job_state(env, job)[0] in ('PENDING', 'RUNNING', 'CONFIGURING'), _output(work, job)
         assert time.time() - t0 < 600, 'the ranks never reached iteration 3'
         time.sleep(0.05)
+    assert _job_field(env, job, 'NumNodes') == '2' and _job_field(env, job, 'NodeList') == 'node[0-1]'
     subprocess.run(['scancel', '--signal=USR1', str(job)], env=env, check=True, timeout=30)
     _wait_state(env, job, lambda s: s[1] >= 1 and s[0] == 'PENDING', what='the requeue')
     stop = int(_preempted_record(work)['iter'])
