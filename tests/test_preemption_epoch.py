@@ -108,6 +108,20 @@ def test_library_epoch_loops_become_the_exact_one():
         assert exact_epoch_loop_cfg(cfg) == cfg
 
 
+
+def test_a_resume_with_persistent_workers_says_it_is_not_bit_identical():
+    """Persistent workers carry their random streams across epochs; a resume after epoch 1 says so in one line."""
+    from torch.utils.data import DataLoader
+
+    from mmposmlp.engine.loops import persistent_workers_note
+    data = list(range(4))
+    persistent = DataLoader(data, num_workers=1, persistent_workers=True)
+    note = persistent_workers_note(persistent, epoch=1)
+    assert note and 'persistent_workers=False' in note and 'epoch 2' in note and '\n' not in note
+    assert persistent_workers_note(persistent, epoch=0) is None  # the first epoch's workers start afresh either way
+    assert persistent_workers_note(DataLoader(data, num_workers=1), epoch=3) is None
+    assert persistent_workers_note(DataLoader(data, num_workers=0), epoch=3) is None
+
 # ---- every family (slow): one toy config each, 2 epochs of 4 batches, signalled in the middle of epoch 2 ----
 FAMILY_EPOCHS = """
 train_cfg = dict(_delete_=True, type='EpochBasedTrainLoop', max_epochs=2, val_interval=2)

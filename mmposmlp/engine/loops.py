@@ -70,7 +70,20 @@ class ExactEpochBasedTrainLoop(EpochBasedTrainLoop):
             next(batches, None)
         if resume is not None:
             restore_rng_state(resume[1])
+            note = persistent_workers_note(self.dataloader, self.epoch)
+            if note:
+                self.runner.logger.warning(note)
         return enumerate(batches, start=skip)
+
+
+def persistent_workers_note(dataloader, epoch: int) -> Optional[str]:
+    """The sentence a resume in ``epoch`` logs when the data workers persist across epochs (their random streams
+    then carry epochs the resumed run did not load), else None."""
+    if epoch == 0 or not getattr(dataloader, 'persistent_workers', False) or not dataloader.num_workers:
+        return None
+    return (f'resuming in epoch {epoch + 1} with persistent data workers: their augmentations differ from the '
+            'uninterrupted run\'s from here on (no batch is lost or trained twice); set '
+            'train_dataloader.persistent_workers=False for a bit-identical resume.')
 
 
 def exact_epoch_loop_cfg(loop_cfg: dict) -> dict:
@@ -86,4 +99,4 @@ def exact_epoch_loop_cfg(loop_cfg: dict) -> dict:
     return cfg
 
 
-__all__ = ['ExactEpochBasedTrainLoop', 'exact_epoch_loop_cfg']
+__all__ = ['ExactEpochBasedTrainLoop', 'exact_epoch_loop_cfg', 'persistent_workers_note']
