@@ -726,11 +726,8 @@ class NameUndecodableVideosHook(Hook):
     priority = 'VERY_HIGH'
 
     def before_run(self, runner) -> None:
-        from mmengine.runner import BaseLoop
-        for attr in ('_train_loop', '_val_loop', '_test_loop'):
-            loop = getattr(runner, attr, None)
-            if isinstance(loop, BaseLoop):
-                name_undecodable_videos(getattr(getattr(loop, 'dataloader', None), 'dataset', None))
+        for loop in getattr(runner, 'built_loops', {}).values():  # mmposmlp.Runner records the loops it built
+            name_undecodable_videos(getattr(getattr(loop, 'dataloader', None), 'dataset', None))
 
 
 def add_video_decode_guard(cfg, loaders) -> bool:

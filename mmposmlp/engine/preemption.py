@@ -28,9 +28,10 @@
   (exit code ``128 + signal``). A rank that dies instead ends the job as any dead rank does (the launcher
   names it).
 
-Exact for iteration-based loops (the data-loader position is restored by skipping the trained batches). An
-epoch-based loop resumes a mid-epoch checkpoint from the start of that epoch (mmengine's behaviour): nothing
-is lost, but the run is not bit-identical; a warning says so.
+Exact for iteration-based loops and, under ``mmposmlp.Runner``, for mmengine's epoch-based loop (built as
+:class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop`): the resumed run skips the batches already trained
+and restores the random states. Another epoch-based loop resumes a mid-epoch checkpoint from the start of that
+epoch (mmengine's behaviour): nothing is lost, but the run is not bit-identical; a warning says so.
 """
 import io
 import os
@@ -229,11 +230,13 @@ class PreemptionHook(Hook):
             optim = runner.cfg.get('optim_wrapper') or {}
             self.margin = int(optim.get('accumulative_counts', 1) or 1) if hasattr(optim, 'get') else 1
         from mmengine.runner import EpochBasedTrainLoop
-        if isinstance(runner.train_loop, EpochBasedTrainLoop):
-            runner.logger.warning('PreemptionHook: with an epoch-based loop a checkpoint saved on a signal in the '
-                                  'middle of an epoch resumes from the start of that epoch (nothing is lost, but '
-                                  'the run is not bit-identical to an uninterrupted one); use an iteration-based '
-                                  'loop for exact resume.')
+        loop = runner.train_loop
+        if isinstance(loop, EpochBasedTrainLoop) and not hasattr(loop, 'resume_in_epoch'):
+            runner.logger.warning(f'PreemptionHook: with {type(loop).__name__} a checkpoint saved on a signal in '
+                                  'the middle of an epoch resumes from the start of that epoch (nothing is lost, '
+                                  'but the run is not bit-identical to an uninterrupted one); run with '
+                                  "runner_type='mmposmlp.Runner' and mmengine's EpochBasedTrainLoop, or an "
+                                  'iteration-based loop, for exact resume.')
         self._active = True
         threading.Thread(target=self._grace_timer, name='mmposmlp-preemption-grace', daemon=True).start()
 
@@ -274,8 +277,8 @@ class PreemptionHook(Hook):
             return
         if done > stop:
             self._cannot_agree(done, stop)
-        from mmposmlp.engine.resume_state import capture_rng_state
-        self._stop(runner, done, capture_rng_state())
+        from mmposmlp.engine.resume_state import capture_train_rng_state
+        self._stop(runner, done, capture_train_rng_state(runner))
 
     def before_val(self, runner) -> None:
         if self._active:
@@ -347,8 +350,8 @@ class PreemptionHook(Hook):
     def _save(self, runner, position: int, states: list) -> str:
         from mmposmlp.engine.checkpoint import atomic_write_text
         name = f'iter_{position}.pth'
-        self._states = dict(world_size=len(states), iter=position, epoch=runner.epoch, at_epoch_end=False,
-                            rng=states)
+        self._states = dict(world_size=len(states), iter=position, epoch=runner.epoch,
+                            at_epoch_end=_at_epoch_end(runner, position), rng=states)
         runner.save_checkpoint(runner.work_dir, name, save_optimizer=True, save_param_scheduler=True,
                                meta=dict(epoch=runner.epoch, iter=position), by_epoch=False)
         path = osp.join(runner.work_dir, name)
@@ -393,6 +396,14 @@ def _undo_ema_validation_swap(runner, checkpoint: dict) -> None:
     for n in names:
         if n in model_state and f'module.{n}' in ema_state:
             model_state[n], ema_state[f'module.{n}'] = ema_state[f'module.{n}'], model_state[n]
+
+
+def _at_epoch_end(runner, position: int) -> bool:
+    """Whether ``position`` iterations end an epoch whose end hooks have run (a stop inside the validation
+    after it); a stop after an epoch's last iteration comes before them."""
+    from mmengine.runner import EpochBasedTrainLoop
+    loop = runner.train_loop
+    return isinstance(loop, EpochBasedTrainLoop) and position == runner.epoch * len(loop.dataloader)
 
 
 def _rank() -> int:

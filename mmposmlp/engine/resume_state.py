@@ -26,8 +26,15 @@ one at the first stochastic layer. :class:`ExactResumeHook` closes that gap:
   batches as it takes for all of them together to skip the samples the old processes consumed
   (:func:`batches_to_skip`), not mmengine's ``iter`` batches each.
 
+* An epoch-based loop resumed from a checkpoint written inside an epoch (``mmposmlp.Runner`` builds
+  :class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop` for mmengine's ``EpochBasedTrainLoop``) gets the
+  states of the moment that epoch's data iterator was created as well (``'epoch_start'`` in each rank's entry):
+  the loop restores them before it creates the iterator, skips the trained batches, then restores the rest.
+
 Exactness needs a fixed ``randomness.seed`` (otherwise mmengine seeds the data workers and the sampler
-with a new random seed in every run) and an iteration-based loop, or checkpoints at epoch ends.
+with a new random seed in every run) and data workers that are started every epoch
+(``persistent_workers=False`` or ``num_workers=0``): persistent workers carry their random streams over from
+epoch to epoch, and a resumed run starts them afresh.
 """
 import os
 import os.path as osp
@@ -60,6 +67,16 @@ def capture_rng_state() -> dict:
         python=_plain(random.getstate()))
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state['cuda'] = torch.cuda.get_rng_state()
+    return state
+
+
+def capture_train_rng_state(runner) -> dict:
+    """:func:`capture_rng_state` at a training position; with an epoch loop that records the states of its
+    epoch's start (:class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop`), those too, as ``'epoch_start'``."""
+    state = capture_rng_state()
+    epoch_start = getattr(runner.train_loop, 'epoch_start_rng_state', None)
+    if epoch_start is not None:
+        state['epoch_start'] = epoch_start
     return state
 
 
@@ -236,12 +253,13 @@ class ExactResumeHook(Hook):
         self._val_state: Optional[dict] = None
         self._validation_check = None
         self._world_change = None
+        self._training = False
 
     # ---- saving -------------------------------------------------------------------------------
     def _capture_all(self, runner, iteration: int, epoch: int, at_epoch_end: bool) -> None:
         dist = _dist()
-        states = dist.all_gather_object(capture_rng_state()) if dist.get_world_size() > 1 \
-            else [capture_rng_state()]
+        state = capture_rng_state() if at_epoch_end else capture_train_rng_state(runner)
+        states = dist.all_gather_object(state) if dist.get_world_size() > 1 else [state]
         self._pending = dict(world_size=len(states), iter=iteration, epoch=epoch, at_epoch_end=at_epoch_end,
                              rng=list(states))
 
@@ -270,8 +288,8 @@ class ExactResumeHook(Hook):
         if self._val_state is not None:
             restore_rng_state(self._val_state)
             self._val_state = None
-        if getattr(runner, '_train_loop', None) is None or isinstance(runner._train_loop, dict):
-            return  # a test-only run
+        if not self._training:
+            return  # a validation-only run
         if _dist().is_main_process() and osp.isdir(runner.work_dir):
             from mmposmlp.engine.checkpoint import atomic_write_text
             atomic_write_text(osp.join(runner.work_dir, VALIDATION_DONE), f'iter={runner.iter} epoch={runner.epoch}\n')
@@ -297,7 +315,11 @@ class ExactResumeHook(Hook):
             return
         self._resumed = state
 
+    def after_train(self, runner) -> None:
+        self._training = False
+
     def before_train(self, runner) -> None:
+        self._training = True
         state, self._resumed = self._resumed, None
         change, self._world_change = self._world_change, None
         if change is not None:
@@ -317,6 +339,8 @@ class ExactResumeHook(Hook):
         if _iteration_based(loop):
             loop.dataloader_iterator = _RestoreAfterSkip(loop.dataloader_iterator, loop.iter,
                                                          lambda: restore_rng_state(rng))
+        elif not state.get('at_epoch_end') and hasattr(loop, 'resume_in_epoch'):
+            loop.resume_in_epoch(rng.get('epoch_start'), rng)  # mid-epoch (ExactEpochBasedTrainLoop)
         else:
             restore_rng_state(rng)
 
@@ -370,5 +394,5 @@ def _resuming(runner) -> bool:
     return bool(runner.cfg.get('resume', False))
 
 
-__all__ = ['ExactResumeHook', 'ResumeStateError', 'capture_rng_state',
+__all__ = ['ExactResumeHook', 'ResumeStateError', 'capture_rng_state', 'capture_train_rng_state',
            'restore_rng_state', 'STATE_KEY', 'VALIDATION_DONE']

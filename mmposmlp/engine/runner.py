@@ -9,6 +9,9 @@ builds the runner with ``RUNNERS.build(cfg)`` when a config has one, so ours and
 * data-only loading: our ``CheckpointLoader`` schemes are registered when a runner is built, never at import;
 * exact, checked resume (:meth:`Runner.resume`): the config text stored in the checkpoint is read as data (never
   executed), and a checkpoint of another model or another GPU count is refused in one sentence;
+* mid-epoch exact resume: mmengine's ``EpochBasedTrainLoop`` (``type='EpochBasedTrainLoop'`` or
+  ``by_epoch=True`` in the library base configs) is built as :class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop`
+  (:meth:`Runner.build_train_loop`); every loop built is recorded in :attr:`Runner.built_loops`;
 * pre-flight checks before a loop starts (datasets, pretrained weights, a model-level ``pretrained`` left from an
   upstream config), and an unknown ``type`` answered with the closest registered names.
 """
@@ -20,6 +23,7 @@ from mmengine.dist import master_only
 from mmengine.runner import Runner as MMEngineRunner
 
 from mmposmlp.engine.errors import UnknownTypeError
+from mmposmlp.engine.loops import exact_epoch_loop_cfg
 from mmposmlp.registry import RUNNERS
 
 #: hooks every run of ``mmposmlp.Runner`` gets (appended to ``custom_hooks`` unless the config lists them)
@@ -112,14 +116,37 @@ class Runner(MMEngineRunner):
         self.preflight_done = set()
         #: the checkpoint :meth:`resume` is reading, else None
         self.resuming_from = None
+        #: the loops built so far, by kind ('train', 'val', 'test'); hooks read which loops this run has
+        self.built_loops = {}
         with explained_unknown_types():
             super().__init__(*args, **kwargs)
 
-    # ---- loops: pre-flight checks first -------------------------------------------------------------------
+    # ---- loops: built, recorded; pre-flight checks first -------------------------------------------------------------------
     def _before_loop(self, loop: str) -> None:
         if loop not in self.preflight_done:
             preflight(self.cfg, loop)
             self.preflight_done.add(loop)
+
+    def build_train_loop(self, loop):
+        """mmengine's ``build_train_loop``, with mmengine's ``EpochBasedTrainLoop`` (named by ``type`` or by
+        ``by_epoch=True``, as the library base configs write it) built as
+        :class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop`, which resumes a mid-epoch checkpoint at its
+        batch; configs keep mmengine's name. Any other loop is built as mmengine builds it."""
+        if isinstance(loop, dict):
+            loop = exact_epoch_loop_cfg(loop)
+        return self._record('train', super().build_train_loop(loop))
+
+    def build_val_loop(self, loop):
+        """mmengine's ``build_val_loop``; the loop is recorded in :attr:`built_loops`."""
+        return self._record('val', super().build_val_loop(loop))
+
+    def build_test_loop(self, loop):
+        """mmengine's ``build_test_loop``; the loop is recorded in :attr:`built_loops`."""
+        return self._record('test', super().build_test_loop(loop))
+
+    def _record(self, kind: str, loop):
+        self.built_loops[kind] = loop
+        return loop
 
     def train(self):
         self._before_loop('train')
