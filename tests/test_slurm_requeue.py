@@ -108,16 +108,21 @@ def test_signalled_job_saves_requeues_and_resumes_exactly(requeue_case, slurm_cl
     if to == 'time_limit':
         subprocess.run(['scontrol', 'update', f'JobId={job}', 'TimeLimit=UNLIMITED'], env=env, check=True,
                        timeout=30)
+    stop, state, log = _release_the_requeued_job(env, job, work)
+    shown = subprocess.run(['scontrol', 'show', 'job', str(job)], env=env, capture_output=True, text=True).stdout
+    assert state == ('COMPLETED', 1), (shown, log[-4000:])
+    assert f'requeueing job {job}' in log and f'iter_{stop}.pth' in log.split('(restart 1)')[1], log[-4000:]
+    assert_same_run(ref, work, ITERS, with_ema=True)
+
+
+def _release_the_requeued_job(env, job, work):
+    """The requeued job, its checkpoint checked, started now and waited for: ``(stop, final state, its log)``."""
     stop = int(_preempted_record(work)['iter'])
     assert 3 <= stop <= 5 and osp.isfile(osp.join(work, f'iter_{stop}.pth'))
     subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], env=env, check=True, timeout=30)
     state = _wait_state(env, job, lambda s: s[0] in ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'),
                         what='the resumed run')
-    log = _output(work, job)
-    shown = subprocess.run(['scontrol', 'show', 'job', str(job)], env=env, capture_output=True, text=True).stdout
-    assert state == ('COMPLETED', 1), (shown, log[-4000:])
-    assert f'requeueing job {job}' in log and f'iter_{stop}.pth' in log.split('(restart 1)')[1], log[-4000:]
-    assert_same_run(ref, work, ITERS, with_ema=True)
+    return stop, state, _output(work, job)
 
 
 def _output(work, job):
@@ -153,12 +158,7 @@ def test_two_node_job_signalled_saves_requeues_and_resumes_exactly(slurm_two_nod
     assert _job_field(env, job, 'NumNodes') == '2' and _job_field(env, job, 'NodeList') == 'node[0-1]'
     subprocess.run(['scancel', '--signal=USR1', str(job)], env=env, check=True, timeout=30)
     _wait_state(env, job, lambda s: s[1] >= 1 and s[0] == 'PENDING', what='the requeue')
-    stop = int(_preempted_record(work)['iter'])
-    assert 3 <= stop <= 5 and osp.isfile(osp.join(work, f'iter_{stop}.pth'))
-    subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], env=env, check=True, timeout=30)
-    state = _wait_state(env, job, lambda s: s[0] in ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'),
-                        what='the resumed run')
-    log = _output(work, job)
+    stop, state, log = _release_the_requeued_job(env, job, work)
     assert state == ('COMPLETED', 1), log[-4000:]
     assert f'iter_{stop}.pth' in log.split('(restart 1)')[1], log[-4000:]
     assert_same_run(ref, work, ITERS, with_ema=True)
