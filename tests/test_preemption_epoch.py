@@ -48,11 +48,17 @@ def _train_positions(log):
     return [(int(e), int(b)) for e, b in re.findall(r'Epoch\(train\)\s*\[(\d+)\]\[\s*(\d+)/\d+\]', log)]
 
 
-@pytest.fixture(scope='module', params=[0, 2], ids=['workers0', 'workers2'])
+# persistent workers (mmdet's base configs): their random streams run on across epochs
+PERSISTENT = "train_dataloader['persistent_workers'] = True\n"
+
+
+@pytest.fixture(scope='module', params=[(0, ''), (2, ''), (2, PERSISTENT)],
+                ids=['workers0', 'workers2', 'workers2-persistent'])
 def epoch_case(request, toy_data, tmp_path_factory):
-    root = tmp_path_factory.mktemp(f'preempt_epoch{request.param}')
-    cwd, cfg = _case(root, toy_data, workers=request.param, extra=EPOCH_SCHEDULE)
-    yield _reference(request.param, cwd, cfg)
+    workers, extra = request.param
+    root = tmp_path_factory.mktemp(f'preempt_epoch{workers}')
+    cwd, cfg = _case(root, toy_data, workers=workers, extra=EPOCH_SCHEDULE + extra)
+    yield _reference(workers, cwd, cfg)
     _remove_checkpoints(root)
 
 
@@ -65,6 +71,11 @@ def _reference(workers, cwd, cfg):
     last = safe_torch_load(osp.join(ref, f'epoch_{EPOCHS}.pth'))['state_dict']
     assert any(not first[k].equal(last[k]) for k in first if first[k].is_floating_point())
     return workers, cwd, cfg, ref
+
+
+def cfg_text(cfg):
+    with open(cfg) as f:
+        return f.read()
 
 
 def test_mid_epoch_signals_resume_bit_identically(epoch_case, monkeypatch):
@@ -81,6 +92,7 @@ def test_mid_epoch_signals_resume_bit_identically(epoch_case, monkeypatch):
         if spec.startswith('iter:'):
             assert ckpt['meta']['epoch'] == (n - 1) // BATCHES and not ckpt['resume_state']['at_epoch_end']
             assert 'epoch_start' in ckpt['resume_state']['rng'][0]
+            assert ('workers' in ckpt['resume_state']['rng'][0]['epoch_start']) == (PERSISTENT in cfg_text(cfg))
         else:
             assert ckpt['meta']['epoch'] == n // BATCHES and ckpt['resume_state']['at_epoch_end']
     rc, log = launch(cfg, work, cwd, resume=True)
@@ -109,18 +121,22 @@ def test_library_epoch_loops_become_the_exact_one():
 
 
 
-def test_a_resume_with_persistent_workers_says_it_is_not_bit_identical():
-    """Persistent workers carry their random streams across epochs; a resume after epoch 1 says so in one line."""
-    from torch.utils.data import DataLoader
 
-    from mmposmlp.engine.loops import persistent_workers_note
-    data = list(range(4))
-    persistent = DataLoader(data, num_workers=1, persistent_workers=True)
-    note = persistent_workers_note(persistent, epoch=1)
-    assert note and 'persistent_workers=False' in note and 'epoch 2' in note and '\n' not in note
-    assert persistent_workers_note(persistent, epoch=0) is None  # the first epoch's workers start afresh either way
-    assert persistent_workers_note(DataLoader(data, num_workers=1), epoch=3) is None
-    assert persistent_workers_note(DataLoader(data, num_workers=0), epoch=3) is None
+def test_persistent_workers_resume_an_epoch_end_checkpoint_bit_identically(epoch_case):
+    """From the reference run's epoch-1 checkpoint: the persistent workers get the states they had after epoch 1,
+    and epochs 2 and 3 train as in the uninterrupted run."""
+    workers, cwd, cfg, ref = epoch_case
+    if PERSISTENT not in cfg_text(cfg):
+        pytest.skip('only the persistent-workers case: the others start their workers every epoch')
+    first = safe_torch_load(osp.join(ref, 'epoch_1.pth'))['resume_state']
+    assert first['at_epoch_end'] and set(first['rng'][0]['workers']) == {'0', '1'}
+    work = osp.join(cwd, 'from_epoch_1')
+    rc, log = launch(cfg, work, cwd, extra_args=('--resume', osp.join(ref, 'epoch_1.pth')))
+    assert rc == 0, log[-4000:]
+    assert _train_positions(log)[0] == (2, 1), log[-3000:]
+    a, b = (safe_torch_load(osp.join(d, f'epoch_{EPOCHS}.pth')) for d in (ref, work))
+    for k in ('state_dict', 'ema_state_dict', 'optimizer', 'param_schedulers', 'resume_state'):
+        _tensors_equal(a[k], b[k], k)
 
 # ---- every family (slow): one toy config each, 2 epochs of 4 batches, signalled in the middle of epoch 2 ----
 FAMILY_EPOCHS = """

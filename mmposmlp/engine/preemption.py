@@ -282,8 +282,8 @@ class PreemptionHook(Hook):
 
     def before_val(self, runner) -> None:
         if self._active:
-            from mmposmlp.engine.resume_state import capture_rng_state
-            self._train_rng = capture_rng_state()  # the training position's states (validation draws its own)
+            from mmposmlp.engine.resume_state import capture_train_rng_state
+            self._train_rng = capture_train_rng_state(runner)  # the training position's (validation draws its own)
             self._val_count += 1
 
     def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:

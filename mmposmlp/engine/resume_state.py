@@ -32,9 +32,9 @@ one at the first stochastic layer. :class:`ExactResumeHook` closes that gap:
   the loop restores them before it creates the iterator, skips the trained batches, then restores the rest.
 
 Exactness needs a fixed ``randomness.seed`` (otherwise mmengine seeds the data workers and the sampler
-with a new random seed in every run) and data workers that are started every epoch
-(``persistent_workers=False`` or ``num_workers=0``): persistent workers carry their random streams over from
-epoch to epoch, and a resumed run starts them afresh.
+with a new random seed in every run). Persistent data workers (``persistent_workers=True``) carry their random
+streams from epoch to epoch: with mmengine's epoch loop their states travel too (``'workers'``); with an
+iteration-based loop the skip loads every batch since the run's start, so they replay their streams.
 """
 import os
 import os.path as osp
@@ -70,12 +70,17 @@ def capture_rng_state() -> dict:
     return state
 
 
-def capture_train_rng_state(runner) -> dict:
+def capture_train_rng_state(runner, at_epoch_end: bool = False) -> dict:
     """:func:`capture_rng_state` at a training position; with an epoch loop that records the states of its
-    epoch's start (:class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop`), those too, as ``'epoch_start'``."""
+    epoch's start (:class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop`), those too, as ``'epoch_start'``
+    (not at an epoch's end), and its persistent data workers' latest states as ``'workers'``."""
     state = capture_rng_state()
-    epoch_start = getattr(runner.train_loop, 'epoch_start_rng_state', None)
-    if epoch_start is not None:
+    loop = runner.train_loop
+    workers = getattr(loop, 'worker_rng_states', None)
+    if workers:
+        state['workers'] = dict(workers)
+    epoch_start = getattr(loop, 'epoch_start_rng_state', None)
+    if epoch_start is not None and not at_epoch_end:
         state['epoch_start'] = epoch_start
     return state
 
@@ -258,7 +263,7 @@ class ExactResumeHook(Hook):
     # ---- saving -------------------------------------------------------------------------------
     def _capture_all(self, runner, iteration: int, epoch: int, at_epoch_end: bool) -> None:
         dist = _dist()
-        state = capture_rng_state() if at_epoch_end else capture_train_rng_state(runner)
+        state = capture_train_rng_state(runner, at_epoch_end)
         states = dist.all_gather_object(state) if dist.get_world_size() > 1 else [state]
         self._pending = dict(world_size=len(states), iter=iteration, epoch=epoch, at_epoch_end=at_epoch_end,
                              rng=list(states))
@@ -343,6 +348,8 @@ class ExactResumeHook(Hook):
             loop.resume_in_epoch(rng.get('epoch_start'), rng)  # mid-epoch (ExactEpochBasedTrainLoop)
         else:
             restore_rng_state(rng)
+            if hasattr(loop, 'resume_workers'):
+                loop.resume_workers(rng.get('workers'))  # persistent data workers (ExactEpochBasedTrainLoop)
 
     def _skip_for_new_world_size(self, runner, saved: int, world: int) -> None:
         loop = runner.train_loop
