@@ -14,6 +14,7 @@ import os.path as osp
 import re
 
 import pytest
+from mmengine.config import Config
 
 from mmposmlp.utils.compat import safe_torch_load
 from resume_harness import ROOT, _tensors_equal, launch, logged_scalars, toy_cwd, write_case
@@ -144,9 +145,9 @@ train_cfg = dict(_delete_=True, type='EpochBasedTrainLoop', max_epochs=2, val_in
 default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=True, interval=1, max_keep_ckpts=-1),
                      logger=dict(type='LoggerHook', interval=1))
 log_processor = dict(by_epoch=True, window_size=1)
-train_dataloader = dict(batch_size=2, sampler=dict(type='DefaultSampler', shuffle=True), dataset=dict(indices=8))
+train_dataloader.update(batch_size=2, sampler=dict(type='DefaultSampler', shuffle=True), dataset=dict(indices=8))
 val_dataloader = dict(dataset=dict(indices=4))
-"""
+"""  # update, not a new dict: the harness's num_workers / persistent_workers stay
 FAMILY_HOOKS = {'cls': "custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), "
                        "dict(type='SignalAtHook')]\n",
                 'other': "custom_hooks = [dict(type='SignalAtHook')]\n"}
@@ -162,7 +163,7 @@ FAMILY_CASES = {  # PosMLP (Mask R-CNN, mmdet's default), PosMLP-Video, Wave-MLP
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize('workers', [0, 2])
+@pytest.mark.parametrize('workers', [0, 2, 'persistent'])
 @pytest.mark.parametrize('case', sorted(FAMILY_CASES))
 def test_every_family_signalled_mid_epoch_resumes_bit_identically(case, workers, toy_data, tmp_path, monkeypatch):
     try:
@@ -181,8 +182,11 @@ def _remove_checkpoints(root):
 def _family_case(case, workers, toy_data, tmp_path, monkeypatch):
     cls = case.endswith('_cls')
     cwd = toy_cwd(tmp_path, toy_data)
-    cfg = write_case(str(tmp_path / 'cfg'), osp.join(ROOT, 'configs', FAMILY_CASES[case]),
-                     FAMILY_EPOCHS + FAMILY_HOOKS['cls' if cls else 'other'], workers=workers)
+    extra = FAMILY_EPOCHS + FAMILY_HOOKS['cls' if cls else 'other'] + (PERSISTENT if workers == 'persistent' else '')
+    cfg = write_case(str(tmp_path / 'cfg'), osp.join(ROOT, 'configs', FAMILY_CASES[case]), extra,
+                     workers=2 if workers == 'persistent' else workers)
+    loader = Config.fromfile(cfg, import_custom_modules=False).train_dataloader
+    assert (loader.num_workers, loader.persistent_workers) == ((2, True) if workers == 'persistent' else (workers, False))
     with open(tmp_path / 'cfg' / 'kill_hook.py', 'a') as f:
         f.write('import time\n' + SIGNAL_HOOK)
     ref = osp.join(cwd, 'ref')
