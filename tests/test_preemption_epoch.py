@@ -5,9 +5,10 @@ random states, every logged loss, learning rate and metric, and the epoch/batch 
 
 Default suite: the narrow PosMLP toy classifier (drop path, Mixup/CutMix, EMA), 3 epochs of 6 batches, with
 ``num_workers=0`` signalled three times in a row (after the last batch of epoch 1, in the middle of epoch 2, in
-the validation after epoch 2), and with ``num_workers=2`` signalled once in the middle of epoch 2. ``slow``: a
-toy config of every family (Mask R-CNN PosMLP-T as mmdet's default, PosMLP-Video, Wave-MLP RetinaNet, PVT+PEG FPN,
-CPVT, IMLP), 2 epochs of 4 batches signalled in the middle of epoch 2, with ``num_workers`` 0 and 2.
+the validation after epoch 2), and with ``num_workers=2`` (and persistent workers) signalled once in the middle of
+epoch 2; persistent workers also resumed from an epoch's end. ``slow``: a toy config of every family (Mask R-CNN
+PosMLP-T as mmdet's default, PosMLP-Video, Wave-MLP RetinaNet, PVT+PEG FPN, CPVT, IMLP), 2 epochs of 4 batches
+signalled in the middle of epoch 2, with ``num_workers`` 0, 2 and 2 persistent.
 """
 import os
 import os.path as osp
