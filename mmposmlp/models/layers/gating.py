@@ -71,6 +71,16 @@ CHUNK_BYTES = 16 << 20
 GROUPWISE_BYTES = 128 << 20
 
 
+def _mixing_runs(layout: Optional[WindowLayout], masked: Optional[torch.Tensor], start: int, count: int):
+    """:data:`~.token_mixing.MixingRun` s of windows ``start .. start + count``: one per run of a
+    mask-ordered layout, else one for all windows with the masked ones listed for recomputation."""
+    if masked is None or layout is None or not layout.masked_patterns:
+        return ((None, 0, count, []), )
+    if layout.ordered:
+        return tuple((k, first, end, []) for k, first, end in layout.runs(start, count))
+    return ((None, 0, count, layout.masked_rows(start, count)), )
+
+
 def _plain(module: nn.Module, kind: type) -> bool:
     """A bare ``kind`` module whose forward may be replaced by equivalent kernels (no hooks)."""
     return type(module) is kind and not module._forward_hooks and not module._forward_pre_hooks
@@ -223,15 +233,18 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         if norm is not None:
             x = norm(x)
         flat = x.reshape(M * N, -1)
-        step = M
+        chunks = [(0, M)]
         if not torch.is_grad_enabled() and x.device.type == 'cpu' and not exporting(self) and not groupwise:
-            # (GPUs want few, large kernels; an exported graph has no size to chunk by)
+            # (GPUs want few, large kernels; an exported graph has no size to chunk by); a chunk holds
+            # windows of one mask only, when the layout numbers them by mask: one matrix per chunk
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
-        if step >= M:
+            runs = layout.runs(0, M) if layout is not None and layout.ordered else ((None, 0, M), )
+            chunks = [(m, min(end, m + step)) for _, first, end in runs for m in range(first, end, step)]
+        if len(chunks) == 1:
             z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0)
         else:
-            z = torch.cat([self._mlp_windows(flat[m * N:min(M, m + step) * N], weights, fc2.bias, act, layout, m)
-                           for m in range(0, M, step)])
+            z = torch.cat([self._mlp_windows(flat[m * N:end * N], weights, fc2.bias, act, layout, m)
+                           for m, end in chunks])
         return z.view(B, nW, N, -1)
 
     def _fused_mlp(self, x: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.GELU,
@@ -241,11 +254,11 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         B, nW, N, _ = x.shape
         patterns = layout.patterns if layout is not None else None
         base, masked = self.mixing.matrices(patterns)
-        masked_rows = layout.masked_rows(0, B * nW) if masked is not None and layout.masked_patterns else []
+        runs = _mixing_runs(layout, masked, 0, B * nW)
         # the mixing is recomputed in backward where it costs less than a quarter of the FCs' work
         fc_macs = w1.shape[1] * w1.shape[0] + w2.shape[1] * w2.shape[0]
         cheap = 4 * w2.shape[1] * N <= fc_macs
-        spec = GatedMLPSpec(self.groups, N, masked_rows, act.approximate, None if norm is None else norm.eps, cheap)
+        spec = GatedMLPSpec(self.groups, N, runs, act.approximate, None if norm is None else norm.eps, cheap)
         ln_w, ln_b = (None, None) if norm is None else (norm.weight, norm.bias)
         return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, base, masked, self.token_bias, spec)
 
@@ -309,8 +322,11 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         if layout is not None and layout.in_graph:  # export: masks per class block of windows
             return layout.mix_windows(u, lambda m, x: apply_token_mixing(m, x, self.token_bias), base, masked,
                                       self.token_bias)
-        rows = layout.masked_rows(start, u.shape[2]) if masked is not None and layout.masked_patterns else []
-        return mix_windows(u, base, masked, self.token_bias, rows)
+        runs = _mixing_runs(layout, masked, start, u.shape[2])
+        if len(runs) > 1:  # windows of several masks: the unmasked matrix, then the masked windows redone
+            runs = ((None, 0, u.shape[2], layout.masked_rows(start, u.shape[2])), )
+        k, _, _, rows = runs[0]
+        return mix_windows(u, base if k is None else masked[k], masked, self.token_bias, rows)
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``X2 * (P X1 + b)`` (or ``+`` / ``Concat``, :attr:`combine`): the product also takes

@@ -2,8 +2,11 @@
 
 Layout (see :mod:`.gating`): ``X1`` is ``(G, K, R, N)`` - groups, channels per group, windows, tokens
 of a window - so all rows of a group are mixed by one batched matmul. Windows that need a masked
-matrix (padding, shifted-window seams) are listed as ``[(pattern, window indices)]`` and recomputed
-with their pattern's matrix.
+matrix (padding, shifted-window seams) are either consecutive runs of windows with one mask (a
+mask-ordered :class:`~.windows.WindowLayout`): :class:`GatedMLPFunction` then keeps the hidden tensor
+of each run as its own contiguous block, so each run is mixed once by its own matrix; or they are
+listed as ``[(pattern, window indices)]`` and recomputed with their pattern's matrix after the
+unmasked one (:func:`mix_windows`).
 
 :class:`GatedMLPFunction` is ``fc2((P X1 + b) * X2)`` with ``[X1 | X2] = act(fc1(LN(x)))`` (PosMLP
 Eq. 9, Fig. 2d) for training: autograd would keep seven tensors per block (the LayerNorm's input and
@@ -21,9 +24,10 @@ import torch
 import torch.nn.functional as F
 
 
-def apply_token_mixing(matrix: torch.Tensor, u: torch.Tensor,
-                       bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``out[g, ..., m] = sum_n matrix[g, m, n] u[g, ..., n] (+ bias[m])`` for ``u`` (G, ..., N).
+def apply_token_mixing(matrix: torch.Tensor, u: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                       out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``out[g, ..., m] = sum_n matrix[g, m, n] u[g, ..., n] (+ bias[m])`` for ``u`` (G, ..., N)
+    (written into ``out``, contiguous like ``u``, when given).
 
     The token axis is innermost, so all windows, batch items and channels of a group form the
     rows of one matrix and the mixing is a single batched matmul over the groups (``P`` enters
@@ -32,25 +36,27 @@ def apply_token_mixing(matrix: torch.Tensor, u: torch.Tensor,
     G, N = u.shape[0], u.shape[-1]
     rows = u.reshape(G, -1, N)
     mat = matrix.to(u.dtype).transpose(1, 2)
+    dest = None if out is None else out.view(rows.shape)
     if bias is None:
-        out = torch.bmm(rows, mat)
+        result = torch.bmm(rows, mat, out=dest)
     elif torch.jit.is_tracing():
         # FLOP counters (fvcore, mmengine.analysis) trace the model and know bmm, not baddbmm
-        out = torch.bmm(rows, mat) + bias.to(u.dtype).view(1, 1, N)
+        result = torch.bmm(rows, mat) + bias.to(u.dtype).view(1, 1, N)
+        result = result if dest is None else dest.copy_(result)
     else:
-        out = torch.baddbmm(bias.to(u.dtype).view(1, 1, N), rows, mat)
-    return out.view(u.shape)
+        result = torch.baddbmm(bias.to(u.dtype).view(1, 1, N), rows, mat, out=dest)
+    return result.view(u.shape)
 
 
 MaskedRows = List[Tuple[int, torch.Tensor]]
 
 
 def mix_windows(u: torch.Tensor, base: torch.Tensor, masked: Optional[torch.Tensor], bias: Optional[torch.Tensor],
-                masked_rows: MaskedRows) -> torch.Tensor:
+                masked_rows: MaskedRows, into: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``P X1 + b`` for ``u`` (G, K, R, N): ``base`` (G, N, N) for every window, then the windows of
     ``masked_rows`` recomputed with ``masked[k]`` (interior windows, usually the majority, keep the
-    unmasked result: no gather/scatter of the bulk)."""
-    out = apply_token_mixing(base, u, bias)
+    unmasked result: no gather/scatter of the bulk). Written into ``into`` when given."""
+    out = apply_token_mixing(base, u, bias, into)
     for k, idx in masked_rows if masked is not None else ():
         out.index_copy_(2, idx, apply_token_mixing(masked[k], u.index_select(2, idx), bias))
     return out
@@ -78,19 +84,32 @@ def _mix_backward(grad_out: torch.Tensor, u: torch.Tensor, base: torch.Tensor, m
     return grad_base, grad_masked
 
 
+#: ``(pattern, first, end, masked_rows)``: windows ``first .. end`` mixed by ``masked[pattern]`` (``None``:
+#: the unmasked matrix), then its ``masked_rows`` (local to the run) recomputed with their masks
+MixingRun = Tuple[Optional[int], int, int, MaskedRows]
+
+
 class GatedMLPSpec(NamedTuple):
     """What :class:`GatedMLPFunction` needs besides tensors."""
     groups: int
     tokens: int  # N, tokens per window
-    masked_rows: MaskedRows
+    runs: Tuple[MixingRun, ...]  # consecutive, covering all windows
     approximate: str  # GELU's
     eps: Optional[float]  # the LayerNorm's; None: the input is already normed
     recompute_mixing: bool = False  # recompute P X1 + b in backward instead of keeping it
 
 
-def _linear_t(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
-    """``(x W^T + b)^T`` = ``W x^T + b``: the output channel-major ``(out, rows)``."""
-    return torch.addmm(bias[:, None], weight, x.t()) if bias is not None else torch.mm(weight, x.t())
+def _linear_t(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+              out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``(x W^T + b)^T`` = ``W x^T + b``: the output channel-major ``(out, rows)`` (into ``out``)."""
+    if bias is not None:
+        return torch.addmm(bias[:, None], weight, x.t(), out=out)
+    return torch.mm(weight, x.t(), out=out)
+
+
+def _blocks(flat: torch.Tensor, width: int, runs, tokens: int):
+    """``(run, (width, run tokens) view)`` of a tensor stored run by run: each run's block is contiguous."""
+    return [(run, flat[width * run[1] * tokens:width * run[2] * tokens].view(width, -1)) for run in runs]
 
 
 class GatedMLPFunction(torch.autograd.Function):
@@ -99,6 +118,10 @@ class GatedMLPFunction(torch.autograd.Function):
     ``w1``/``b1``/``w2`` are in group-major channel order (see :mod:`.gating`); ``ln_weight``,
     ``ln_bias`` and ``spec.eps`` are the LayerNorm's (``eps=None``: no norm). Returns the output
     with ``x``'s leading shape and ``w2``'s rows as channels (a transposed view).
+
+    The hidden tensor is stored run by run (``spec.runs``): each run's ``(C_hidden, tokens)`` block is
+    contiguous, so the token mixing of a run is one batched matmul with its own matrix; ``fc1`` and
+    ``fc2`` are one GEMM per run (``fc2`` writes the columns of one output).
     """
 
     @staticmethod
@@ -110,16 +133,19 @@ class GatedMLPFunction(torch.autograd.Function):
             xn, mean, rstd = torch.native_layer_norm(rows, (C, ), ln_weight, ln_bias, spec.eps)
         else:
             xn = rows
-        h = _linear_t(xn, w1, b1)  # (C_hidden, T)
+        N, hidden = spec.tokens, w1.shape[0]
+        h = rows.new_empty(hidden * rows.shape[0])
+        for (_, first, end, _), block in _blocks(h, hidden, spec.runs, N):
+            _linear_t(xn[first * N:end * N], w1, b1, out=block)
         a = F.gelu(h, approximate=spec.approximate)
-        half = h.shape[0] // 2
-        G, N = spec.groups, spec.tokens
-        quarter = (G, half // G, h.shape[1] // N, N)
-        u, v = a.view(2, *quarter).unbind(0)
-        out = mix_windows(u, base, masked, token_bias, spec.masked_rows)
-        y = torch.mul(out, v, out=u)  # X1's storage is free now
-        z_t = _linear_t(y.view(half, -1).t(), w2, b2)
-        ctx.spec, ctx.quarter = spec, quarter
+        out = _mix_all(a, spec, base, masked, token_bias)
+        half = hidden // 2
+        z_t = rows.new_empty(w2.shape[0], rows.shape[0])
+        for (run, block), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N), _blocks(out, half, spec.runs, N)):
+            u, v = block.view(2, half, -1).unbind(0)
+            y = torch.mul(mixed, v, out=u)  # X1's storage is free now
+            _linear_t(y.t(), w2, b2, out=z_t[:, run[1] * N:run[2] * N])
+        ctx.spec = spec
         kept = None if spec.recompute_mixing else out
         ctx.save_for_backward(x, ln_weight, ln_bias, mean, rstd, w1, w2, h, kept, base, masked, token_bias)
         return z_t.t().view(*x.shape[:-1], w2.shape[0])
@@ -127,35 +153,60 @@ class GatedMLPFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_z):
         x, ln_weight, ln_bias, mean, rstd, w1, w2, h, out, base, masked, token_bias = ctx.saved_tensors
-        spec, quarter = ctx.spec, ctx.quarter
+        spec = ctx.spec
         need = ctx.needs_input_grad
-        C = x.shape[-1]
+        C, N, G = x.shape[-1], spec.tokens, spec.groups
         rows = x.reshape(-1, C)
         xn = torch.native_layer_norm(rows, (C, ), ln_weight, ln_bias, spec.eps)[0] if spec.eps is not None else rows
         a = F.gelu(h, approximate=spec.approximate)
-        u, v = a.view(2, *quarter).unbind(0)
         if out is None:
-            out = mix_windows(u, base, masked, token_bias, spec.masked_rows)
-        half = h.shape[0] // 2
+            out = _mix_all(a, spec, base, masked, token_bias)
+        hidden = w1.shape[0]
+        half = hidden // 2
         g = grad_z.reshape(-1, w2.shape[0])  # (T, C_out)
-        grad_w2 = g.t().mm((out * v).view(half, -1).t()) if need[5] else None
-        grad_b2 = g.sum(0) if need[6] else None
-        grad_y = w2.t().mm(g.t()).view(quarter)  # (half, T) as (G, K, R, N)
         grad_a = torch.empty_like(a)
-        grad_u, grad_v = grad_a.view(2, *quarter).unbind(0)
-        torch.mul(grad_y, out, out=grad_v)
-        grad_out = grad_y.mul_(v)
-        grad_bias = grad_out.sum((0, 1, 2)) if need[9] else None
-        grad_base, grad_masked = _mix_backward(grad_out, u, base, masked, spec.masked_rows, grad_u, need[7],
-                                               need[8])
-        del a, u, v, grad_out, grad_y
+        grad_w2 = torch.zeros_like(w2) if need[5] else None
+        grad_bias = torch.zeros_like(token_bias) if need[9] else None
+        grad_base = torch.zeros_like(base) if need[7] else None
+        grad_masked = torch.zeros_like(masked) if need[8] else None
+        for (run, act), (_, grad_act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N),
+                                                         _blocks(grad_a, hidden, spec.runs, N),
+                                                         _blocks(out, half, spec.runs, N)):
+            k, first, end, masked_rows = run
+            quarter = (G, half // G, end - first, N)
+            u, v = act.view(2, *quarter).unbind(0)
+            mixed = mixed.view(quarter)
+            g_run = g[first * N:end * N]
+            if grad_w2 is not None:
+                grad_w2.addmm_(g_run.t(), (mixed * v).view(half, -1).t())
+            grad_y = w2.t().mm(g_run.t()).view(quarter)  # (half, T_run) as (G, K, R_run, N)
+            grad_u, grad_v = grad_act.view(2, *quarter).unbind(0)
+            torch.mul(grad_y, mixed, out=grad_v)
+            grad_mixed = grad_y.mul_(v)
+            if grad_bias is not None:
+                grad_bias += grad_mixed.sum((0, 1, 2))
+            matrix = base if k is None else masked[k]
+            need_matrix = need[7] if k is None else need[8]
+            grad_matrix, grad_fixed = _mix_backward(grad_mixed, u, matrix, masked, masked_rows, grad_u,
+                                                    need_matrix, need[8])
+            if grad_matrix is not None:
+                (grad_base if k is None else grad_masked[k]).add_(grad_matrix)
+            if grad_fixed is not None:
+                grad_masked += grad_fixed
+        del a, out, grad_y, grad_mixed
         grad_h = torch.ops.aten.gelu_backward(grad_a, h, approximate=spec.approximate)
         del grad_a
-        grad_w1 = grad_h.mm(xn) if need[3] else None
-        grad_b1 = grad_h.sum(1) if need[4] else None
+        grad_w1 = torch.zeros_like(w1) if need[3] else None
+        grad_xn = rows.new_empty(rows.shape) if need[0] or need[1] or need[2] else None
+        for (_, first, end, _), block in _blocks(grad_h, hidden, spec.runs, N):
+            if grad_w1 is not None:
+                grad_w1.addmm_(block, xn[first * N:end * N])
+            if grad_xn is not None:
+                torch.mm(block.t(), w1, out=grad_xn[first * N:end * N])
+        grad_b1 = sum(block.sum(1) for _, block in _blocks(grad_h, hidden, spec.runs, N)) if need[4] else None
+        grad_b2 = g.sum(0) if need[6] else None
         grad_x = grad_lnw = grad_lnb = None
-        if need[0] or need[1] or need[2]:
-            grad_xn = grad_h.t().mm(w1)  # (T, C)
+        if grad_xn is not None:
             if spec.eps is None:
                 grad_x = grad_xn
             else:
@@ -163,6 +214,19 @@ class GatedMLPFunction(torch.autograd.Function):
                     grad_xn, rows, (C, ), mean, rstd, ln_weight, ln_bias, [need[0], need[1], need[2]])
             grad_x = grad_x.view(x.shape) if grad_x is not None else None
         return grad_x, grad_lnw, grad_lnb, grad_w1, grad_b1, grad_w2, grad_b2, grad_base, grad_masked, grad_bias, None
+
+
+def _mix_all(a: torch.Tensor, spec: GatedMLPSpec, base, masked, token_bias) -> torch.Tensor:
+    """``P X1 + b`` of the activation ``a`` = ``[X1 | X2]`` stored run by run: ``(half * T,)``, run by run."""
+    N, G = spec.tokens, spec.groups
+    hidden = a.numel() // (spec.runs[-1][2] * N)
+    half = hidden // 2
+    out = a.new_empty(a.numel() // 2)
+    for ((k, first, end, masked_rows), act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N),
+                                                               _blocks(out, half, spec.runs, N)):
+        u = act[:half].view(G, half // G, end - first, N)
+        mix_windows(u, base if k is None else masked[k], masked, token_bias, masked_rows, into=mixed)
+    return out
 
 
 class GroupwiseMixingFunction(torch.autograd.Function):

@@ -162,43 +162,97 @@ def _layout_masks(padded, valid, window, shift, device: str):
 
 @lru_cache(maxsize=256)
 @torch.inference_mode(False)
-def _slot_positions(padded: Tuple[int, ...], window: Tuple[int, ...], shift: Tuple[int, ...]) -> torch.Tensor:
+def _window_order(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple[int, ...],
+                  shift: Tuple[int, ...]) -> Optional[torch.Tensor]:
+    """Row-major window index of each window of a mask-ordered layout (``None``: no masks): the
+    unmasked windows first, then the windows of each masked pattern, each group in row-major order."""
+    masks = _window_masks(padded, valid, window, shift)
+    if masks is None:
+        return None
+    _, window_pattern, masked_patterns = masks
+    rank = torch.zeros(int(window_pattern.max()) + 1, dtype=torch.long)
+    rank[torch.tensor(masked_patterns, dtype=torch.long)] = torch.arange(1, 1 + len(masked_patterns))
+    return torch.sort(rank[window_pattern], stable=True).indices
+
+
+@lru_cache(maxsize=256)
+@torch.inference_mode(False)
+def _window_patterns(padded, valid, window, shift, ordered: bool) -> Optional[torch.Tensor]:
+    """Pattern of each window of a layout, in its window order (``None``: no masks)."""
+    masks = _window_masks(padded, valid, window, shift)
+    if masks is None:
+        return None
+    window_pattern = masks[1]
+    return window_pattern[_window_order(padded, valid, window, shift)] if ordered else window_pattern
+
+
+@lru_cache(maxsize=256)
+@torch.inference_mode(False)
+def _slot_positions(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple[int, ...],
+                    shift: Tuple[int, ...], ordered: bool) -> torch.Tensor:
     """Flat map position held by every (window, token) slot of a layout: ``(nW * N,)``."""
     pos = torch.arange(math.prod(padded)).view(1, *padded, 1)
     if any(shift):
         pos = torch.roll(pos, [-s for s in shift], tuple(range(1, 1 + len(padded))))
-    return window_partition(pos, window).flatten()
+    pos = window_partition(pos, window)[0, ..., 0]  # (nW, N)
+    order = _window_order(padded, valid, window, shift) if ordered else None
+    return (pos if order is None else pos[order]).flatten()
 
 
 @_shape_constant
-def _transition_index(padded, window, shift_from, shift_to, device: str) -> torch.Tensor:
+def _transition_index(padded, valid, window, shift_from, shift_to, ordered, device: str) -> torch.Tensor:
     """Gather index taking windows of one shift to windows of another in one copy."""
-    src = _slot_positions(padded, window, shift_from)
-    dst = _slot_positions(padded, window, shift_to)
+    src = _slot_positions(padded, valid, window, shift_from, ordered)
+    dst = _slot_positions(padded, valid, window, shift_to, ordered)
     inverse = torch.empty_like(src)
     inverse[src] = torch.arange(src.numel())
     return inverse[dst].to(device)
 
 
+def _range_patterns(padded, valid, window, shift, ordered, start: int, count: int) -> Optional[torch.Tensor]:
+    """Pattern of each of windows ``start .. start + count`` of a batch's ``B * nW`` windows (window ``m``
+    is window ``m % nW`` of its image); ``None``: no masks."""
+    window_pattern = _window_patterns(padded, valid, window, shift, ordered)
+    if window_pattern is None:
+        return None
+    return window_pattern[torch.arange(start, start + count) % window_pattern.numel()]
+
+
 @_shape_constant
-def _masked_rows(padded, valid, window, shift, device: str, start: int, count: int):
+def _masked_rows(padded, valid, window, shift, ordered, device: str, start: int, count: int):
     """``[(pattern, indices)]`` of the masked windows among windows ``start .. start + count`` of
     a batch's ``B * nW`` windows (window ``m`` is window ``m % nW`` of its image), local to that
     range."""
-    masks = _window_masks(padded, valid, window, shift)
-    if masks is None:
+    pattern = _range_patterns(padded, valid, window, shift, ordered, start, count)
+    if pattern is None:
         return []
-    _, window_pattern, masked_patterns = masks
-    pattern = window_pattern[torch.arange(start, start + count) % window_pattern.numel()]
-    found = [(k, (pattern == k).nonzero().flatten()) for k in masked_patterns]
+    found = [(k, (pattern == k).nonzero().flatten()) for k in _window_masks(padded, valid, window, shift)[2]]
     return [(k, idx.to(device)) for k, idx in found if idx.numel()]
 
 
 @_shape_constant
-def _valid_slots(padded, valid, window, shift, device: str) -> torch.Tensor:
+def _window_runs(padded, valid, window, shift, ordered, start: int, count: int):
+    """``((pattern, first, end), ...)``: windows ``start .. start + count`` of a batch's windows cut
+    into runs of consecutive windows with one key mask (``pattern`` None: unmasked), local to that
+    range."""
+    pattern = _range_patterns(padded, valid, window, shift, ordered, start, count)
+    if pattern is None:
+        return ((None, 0, count), )
+    masked = set(_window_masks(padded, valid, window, shift)[2])
+    ends = torch.nonzero(pattern[1:] != pattern[:-1]).flatten().add(1).tolist() + [count]
+    runs, first = [], 0
+    for end in ends:
+        k = int(pattern[first])
+        runs.append((k if k in masked else None, first, end))
+        first = end
+    return tuple(runs)
+
+
+@_shape_constant
+def _valid_slots(padded, valid, window, shift, ordered, device: str) -> torch.Tensor:
     """The (window, token) slot of a layout holding each position of the unpadded map (row-major):
     ``(prod(valid),)``, for the one-gather :meth:`WindowLayout.partition_map` / :meth:`~WindowLayout.reverse_map`."""
-    src = _slot_positions(padded, window, shift)  # padded position held by each slot
+    src = _slot_positions(padded, valid, window, shift, ordered)  # padded position held by each slot
     slot_of = torch.empty_like(src)
     slot_of[src] = torch.arange(src.numel())
     positions = torch.arange(math.prod(padded)).view(padded)[tuple(slice(0, v) for v in valid)]
@@ -215,16 +269,22 @@ class WindowLayout:
         shift: requested cyclic shift per axis. A shift is only applied along axes with more
             than one window: with a single window the shift would only cut it in pieces
             (Swin disables the shift in that case too).
+        ordered: number the windows by key mask instead of row-major: the unmasked windows first,
+            then those of each masked pattern, so that each mask's windows are consecutive (the
+            token mixing then applies every matrix once, to whole runs of windows, see
+            :meth:`runs`). The one-gather methods (:meth:`partition_map`, :meth:`convert`,
+            :meth:`reverse_map`) cost the same in either order.
     """
 
     in_graph = False
 
     def __init__(self, padded: Sequence[int], valid: Sequence[int], window: Sequence[int],
-                 shift: Sequence[int], device: torch.device):
+                 shift: Sequence[int], device: torch.device, ordered: bool = False):
         self.padded = tuple(padded)
         self.valid = tuple(valid)
         self.window = tuple(window)
         self.shift = tuple(s if p > w else 0 for s, p, w in zip(shift, self.padded, self.window))
+        self.ordered = bool(ordered)
         masks = _layout_masks(self.padded, self.valid, self.window, self.shift, str(device))
         # ``patterns`` (K, N, N) key masks; ``masked_patterns``: those that mask something
         self.patterns, self.masked_patterns = masks if masks is not None else (None, [])
@@ -235,7 +295,22 @@ class WindowLayout:
         """``[(pattern, indices)]`` of the masked windows among windows ``start .. start + count``
         of a batch's ``B * nW`` windows (window ``m`` is window ``m % nW`` of its image), local
         to that range; cached, and a constant for torch.compile."""
-        return _masked_rows(self.padded, self.valid, self.window, self.shift, str(self._device), start, count)
+        return _masked_rows(self.padded, self.valid, self.window, self.shift, self.ordered, str(self._device),
+                            start, count)
+
+    def runs(self, start: int, count: int):
+        """``((pattern, first, end), ...)``: windows ``start .. start + count`` of a batch's windows as runs
+        of consecutive windows sharing one key mask (``pattern`` None: unmasked), local to that range;
+        cached, and a constant for torch.compile. An :attr:`ordered` layout has at most one run per
+        mask and image."""
+        return _window_runs(self.padded, self.valid, self.window, self.shift, self.ordered, start, count)
+
+    def _order(self, inverse: bool = False) -> Optional[torch.Tensor]:
+        """Row-major index of each window (``inverse``: the reverse), ``None`` for row-major layouts."""
+        order = _window_order(self.padded, self.valid, self.window, self.shift) if self.ordered else None
+        if order is not None and inverse:
+            order = torch.argsort(order)
+        return None if order is None else order.to(self._device)
 
     @property
     def masked(self) -> bool:
@@ -245,17 +320,23 @@ class WindowLayout:
         """Padded map ``(B, *S, C)`` -> windows ``(B, nW, N, C)``."""
         if any(self.shift):
             x = torch.roll(x, [-s for s in self.shift], self._dims)
-        return window_partition(x, self.window)
+        order = self._order()
+        windows = window_partition(x, self.window)
+        return windows if order is None else windows.index_select(1, order)
 
     def convert(self, windows: torch.Tensor, target: 'WindowLayout') -> torch.Tensor:
         """Windows of this layout -> windows of ``target`` (same padded map, other shift), as
         one gather instead of reverse + roll + partition."""
-        index = _transition_index(self.padded, self.window, self.shift, target.shift, str(windows.device))
+        if target.ordered != self.ordered or target.valid != self.valid:
+            raise ValueError('convert takes windows to a layout of the same map and window order')
+        index = _transition_index(self.padded, self.valid, self.window, self.shift, target.shift, self.ordered,
+                                  str(windows.device))
         B, nW, N, C = windows.shape
         return windows.reshape(B, nW * N, C).index_select(1, index).view(B, nW, N, C)
 
     def reverse(self, windows: torch.Tensor) -> torch.Tensor:
-        x = window_reverse(windows, self.window, self.padded)
+        order = self._order(inverse=True)
+        x = window_reverse(windows if order is None else windows.index_select(1, order), self.window, self.padded)
         if any(self.shift):
             x = torch.roll(x, list(self.shift), self._dims)
         return x
@@ -266,7 +347,7 @@ class WindowLayout:
         if torch.jit.is_tracing():  # FLOP counters trace the model and know pad/permute, not index_copy_
             return self.partition(pad_to_multiple(x, self.window))
         B, C = x.shape[0], x.shape[-1]
-        index = _valid_slots(self.padded, self.valid, self.window, self.shift, str(x.device))
+        index = _valid_slots(self.padded, self.valid, self.window, self.shift, self.ordered, str(x.device))
         windows = x.new_zeros(B, math.prod(self.padded), C)
         windows.index_copy_(1, index, x.reshape(B, -1, C))
         return windows.view(B, -1, math.prod(self.window), C)
@@ -277,7 +358,7 @@ class WindowLayout:
         if torch.jit.is_tracing():
             return crop(self.reverse(windows), self.valid)
         B, C = windows.shape[0], windows.shape[-1]
-        index = _valid_slots(self.padded, self.valid, self.window, self.shift, str(windows.device))
+        index = _valid_slots(self.padded, self.valid, self.window, self.shift, self.ordered, str(windows.device))
         return windows.reshape(B, -1, C).index_select(1, index).view(B, *self.valid, C)
 
 
@@ -299,14 +380,15 @@ def crop(x: torch.Tensor, valid: Sequence[int], in_graph: bool = False) -> torch
 
 def map_layout(x: torch.Tensor, window: Sequence[int], shift: Optional[Sequence[int]] = None,
                in_graph: bool = False) -> WindowLayout:
-    """The layout of the unpadded channels-last map ``x`` padded to window multiples (for
-    :meth:`WindowLayout.partition_map`; ``in_graph``: :class:`InGraphWindowLayout`, the export form)."""
+    """The layout of the unpadded channels-last map ``x`` padded to window multiples, windows numbered
+    by key mask (``ordered``; for :meth:`WindowLayout.partition_map`; ``in_graph``:
+    :class:`InGraphWindowLayout`, the export form, row-major)."""
     valid = tuple(x.shape[1:-1])
     shift = shift if shift is not None else (0, ) * len(window)
     padded = tuple((s + w - 1) // w * w for s, w in zip(valid, window))
     if in_graph:
         return InGraphWindowLayout(padded, valid, window, shift, x.device)
-    return WindowLayout(padded, valid, window, shift, x.device)
+    return WindowLayout(padded, valid, window, shift, x.device, ordered=True)
 
 
 def make_layout(x: torch.Tensor, valid: Sequence[int], window: Sequence[int],
