@@ -241,10 +241,10 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
             runs = layout.runs(0, M) if layout is not None and layout.ordered else ((None, 0, M), )
             chunks = [(m, min(end, m + step)) for _, first, end in runs for m in range(first, end, step)]
         if len(chunks) == 1:
-            z = self._mlp_windows(flat, weights, fc2.bias, act, layout, 0)
-        else:
-            z = torch.cat([self._mlp_windows(flat[m * N:end * N], weights, fc2.bias, act, layout, m)
-                           for m, end in chunks])
+            return self._mlp_windows(flat, weights, fc2.bias, act, layout, 0).view(B, nW, N, -1)
+        z = flat.new_empty(M * N, fc2.out_features)
+        for m, end in chunks:
+            self._mlp_windows(flat[m * N:end * N], weights, fc2.bias, act, layout, m, out=z[m * N:end * N])
         return z.view(B, nW, N, -1)
 
     def _fused_mlp(self, x: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.GELU,
@@ -263,8 +263,9 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, base, masked, self.token_bias, spec)
 
     def _mlp_windows(self, rows: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.Module,
-                     layout: Optional[WindowLayout], start: int) -> torch.Tensor:
-        """:meth:`forward_mlp` on the token rows of windows ``start ..`` of a batch's windows."""
+                     layout: Optional[WindowLayout], start: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """:meth:`forward_mlp` on the token rows of windows ``start ..`` of a batch's windows (without
+        autograd, written into the rows ``out`` when given)."""
         w1, b1, w2 = weights
         N = self.num_tokens
         R = rows.shape[0] // N
@@ -274,14 +275,14 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         h = torch.addmm(b1[:, None], w1, rows_t) if b1 is not None else torch.mm(w1, rows_t)
         h = act(h)  # (2 * half, R * N): rows [X1 | X2], each (g, k)-ordered
         u, v = h.view(2, G, K, R, N).unbind(0)  # (backward: one stack, not two zero-filled slices)
-        out = self._mix(u, layout, start)
+        mixed = self._mix(u, layout, start)
         if not torch.is_grad_enabled():
-            y_t = out.mul_(v).view(half, R * N).t()
-            return torch.addmm(bias2, y_t, w2.t()) if bias2 is not None else torch.mm(y_t, w2.t())
+            y_t = mixed.mul_(v).view(half, R * N).t()
+            return torch.addmm(bias2, y_t, w2.t(), out=out) if bias2 is not None else torch.mm(y_t, w2.t(), out=out)
         # with autograd, fc2 is computed transposed (Z^T = W2 Y): its input gradient then comes out
         # channel-major like Y, so the backward of the gating product and of the mixing needs no
         # transposed copies; the forward pays one strided read of the (narrower) output instead
-        y = (out * v).view(half, R * N)
+        y = (mixed * v).view(half, R * N)
         z_t = torch.addmm(bias2[:, None], w2, y) if bias2 is not None else torch.mm(w2, y)
         return z_t.t()
 
