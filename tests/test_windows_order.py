@@ -60,6 +60,19 @@ def test_ordered_runs_hold_one_mask_each(valid, window, shift):
     assert sub[0][1] == 0 and sub[-1][2] == nw + 2
 
 
+def _saved_bytes(fn):
+    """Bytes autograd keeps for backward while ``fn()`` runs (each storage once)."""
+    seen = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, sum(seen.values())
+
+
 def _random(module, std=0.5):
     with torch.no_grad():
         for p in module.parameters():
@@ -87,9 +100,10 @@ def test_token_mixing_on_ordered_windows_equals_row_major(valid, window, shift, 
     def run(layout):
         return layout.reverse_map(gate.forward_mlp(layout.partition_map(x), fc1, act, fc2, layout, norm=norm))
 
-    ref = run(plain)
+    ref, saved_ref = _saved_bytes(lambda: run(plain))
     ref_grads = torch.autograd.grad((ref * weight).sum(), params)
-    out = run(ordered)
+    out, saved = _saved_bytes(lambda: run(ordered))
+    assert saved == saved_ref  # the hidden tensor kept run by run takes no more room
     assert (out - ref).abs().max() < 1e-12
     for i, (a, b) in enumerate(zip(ref_grads, torch.autograd.grad((out * weight).sum(), params))):
         assert (a - b).abs().max() < 1e-10, i
