@@ -44,7 +44,7 @@ from .trust import TRUST_HINT, add_trust_argument, is_trusted, trusted_checkpoin
 
 __all__ = ['UnsafeCheckpointError', 'ALLOWED_GLOBALS', 'load_checkpoint', 'to_plain_checkpoint',
            'history_buffer_from_plain', 'trusted_checkpoints', 'is_trusted', 'add_trust_argument',
-           'keep_config_text', 'register_mmengine_loaders']
+           'keep_config_text', 'load_local_checkpoint', 'register_mmengine_loaders']
 
 MAX_DEPTH = 100
 
@@ -268,7 +268,8 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
 
 
 # ---------------------------------------------------------------------------------------------- mmengine
-def _load_from_local(filename, map_location):
+def load_local_checkpoint(filename, map_location=None):
+    """mmengine ``CheckpointLoader`` scheme for local paths: the file read as data, stored config text dropped."""
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
@@ -295,5 +296,5 @@ def register_mmengine_loaders() -> None:
     tools/test.py) read mmengine checkpoints as data. Registering is the only global change; loads change nothing.
     """
     from mmengine.runner.checkpoint import CheckpointLoader
-    CheckpointLoader.register_scheme(prefixes='', loader=_load_from_local, force=True)
+    CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
     CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), loader=_load_from_http, force=True)
