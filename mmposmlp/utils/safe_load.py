@@ -22,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from .checkpoint_scan import STORAGES, describe, scan_file  # noqa: F401  (STORAGES: re-exported)
+from .checkpoint_scan import describe, scan_file
 from .checkpoint_scan import Refused as _Refusal
 from .plain_checkpoint import (LEAVES, NUMERIC_DTYPES, array_to_plain, drop_config_text,  # noqa: F401
                                history_buffer_from_plain, is_state_dict_metadata, keep_config_text,
@@ -78,8 +78,8 @@ _NP_CORE = ('numpy.core.multiarray', 'numpy._core.multiarray')
 _NP_PICKLE = dict(_reconstruct=np.zeros(0).__reduce__()[0], scalar=np.float32(0).__reduce__()[0])
 _DTYPES = {('torch', n): v for n, v in vars(torch).items() if isinstance(v, torch.dtype) and str(v) == f'torch.{n}'}
 
-#: Every global a checkpoint may name (besides the storage types of :data:`STORAGES`), and the object torch's
-#: unpickler gets for it. Pinned by tests/test_checkpoint_safety.py.
+#: Every global a checkpoint may name (besides the storage types of :data:`.checkpoint_scan.STORAGES`), and
+#: the object torch's unpickler gets for it. Pinned by tests/test_checkpoint_safety.py.
 ALLOWED_GLOBALS = {
     ('collections', 'OrderedDict'): collections.OrderedDict,
     ('torch._utils', '_rebuild_tensor_v2'): torch._utils._rebuild_tensor_v2,
