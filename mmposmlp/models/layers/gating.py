@@ -242,9 +242,14 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
             chunks = [(m, min(end, m + step)) for _, first, end in runs for m in range(first, end, step)]
         if len(chunks) == 1:
             return self._mlp_windows(flat, weights, fc2.bias, act, layout, 0).view(B, nW, N, -1)
-        z = flat.new_empty(M * N, fc2.out_features)
+        z = None  # allocated after the first chunk, in its dtype
+        direct = not torch.is_autocast_enabled(x.device.type)  # (autocast does not cast for out= ops)
         for m, end in chunks:
-            self._mlp_windows(flat[m * N:end * N], weights, fc2.bias, act, layout, m, out=z[m * N:end * N])
+            dest = z[m * N:end * N] if z is not None and direct else None
+            part = self._mlp_windows(flat[m * N:end * N], weights, fc2.bias, act, layout, m, out=dest)
+            if dest is None:
+                z = part.new_empty(M * N, part.shape[-1]) if z is None else z
+                z[m * N:end * N] = part
         return z.view(B, nW, N, -1)
 
     def _fused_mlp(self, x: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.GELU,
