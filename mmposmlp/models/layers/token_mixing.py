@@ -112,6 +112,19 @@ def _blocks(flat: torch.Tensor, width: int, runs, tokens: int):
     return [(run, flat[width * run[1] * tokens:width * run[2] * tokens].view(width, -1)) for run in runs]
 
 
+def _mix_all(a: torch.Tensor, spec: GatedMLPSpec, base, masked, token_bias) -> torch.Tensor:
+    """``P X1 + b`` of the activation ``a`` = ``[X1 | X2]`` stored run by run: ``(half * T,)``, also run by run."""
+    N, G = spec.tokens, spec.groups
+    hidden = a.numel() // (spec.runs[-1][2] * N)
+    half = hidden // 2
+    out = a.new_empty(a.numel() // 2)
+    for ((k, first, end, masked_rows), act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N),
+                                                               _blocks(out, half, spec.runs, N)):
+        u = act[:half].view(G, half // G, end - first, N)
+        mix_windows(u, base if k is None else masked[k], masked, token_bias, masked_rows, into=mixed)
+    return out
+
+
 class GatedMLPFunction(torch.autograd.Function):
     """``fc2((P X1 + b) * X2)``, ``[X1 | X2] = GELU(fc1(LN(x)))``, on windows ``x`` (..., N, C).
 
@@ -214,19 +227,6 @@ class GatedMLPFunction(torch.autograd.Function):
                     grad_xn, rows, (C, ), mean, rstd, ln_weight, ln_bias, [need[0], need[1], need[2]])
             grad_x = grad_x.view(x.shape) if grad_x is not None else None
         return grad_x, grad_lnw, grad_lnb, grad_w1, grad_b1, grad_w2, grad_b2, grad_base, grad_masked, grad_bias, None
-
-
-def _mix_all(a: torch.Tensor, spec: GatedMLPSpec, base, masked, token_bias) -> torch.Tensor:
-    """``P X1 + b`` of the activation ``a`` = ``[X1 | X2]`` stored run by run: ``(half * T,)``, run by run."""
-    N, G = spec.tokens, spec.groups
-    hidden = a.numel() // (spec.runs[-1][2] * N)
-    half = hidden // 2
-    out = a.new_empty(a.numel() // 2)
-    for ((k, first, end, masked_rows), act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N),
-                                                               _blocks(out, half, spec.runs, N)):
-        u = act[:half].view(G, half // G, end - first, N)
-        mix_windows(u, base if k is None else masked[k], masked, token_bias, masked_rows, into=mixed)
-    return out
 
 
 class GroupwiseMixingFunction(torch.autograd.Function):

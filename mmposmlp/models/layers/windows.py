@@ -328,7 +328,8 @@ class WindowLayout:
         """Windows of this layout -> windows of ``target`` (same padded map, other shift), as
         one gather instead of reverse + roll + partition."""
         if target.ordered != self.ordered or target.valid != self.valid:
-            raise ValueError('convert takes windows to a layout of the same map and window order')
+            raise ValueError('convert needs a target layout of the same map and window order: build both layouts '
+                             'with map_layout (or both with make_layout) from one map')
         index = _transition_index(self.padded, self.valid, self.window, self.shift, target.shift, self.ordered,
                                   str(windows.device))
         B, nW, N, C = windows.shape
@@ -441,6 +442,7 @@ class InGraphWindowLayout:
 
     in_graph = True
     masked = True  # unknown before the size is: masks are applied (all-True ones change nothing)
+    ordered = False  # windows row-major
 
     def __init__(self, padded: Sequence, valid: Sequence, window: Sequence[int], shift: Sequence[int],
                  device: torch.device):
