@@ -81,11 +81,12 @@ def _random(module, std=0.5):
 
 
 @pytest.mark.parametrize('valid,window,shift', CASES)
-@pytest.mark.parametrize('cin', [8, 40])
+@pytest.mark.parametrize('cin', [8, 40, 160])
 def test_token_mixing_on_ordered_windows_equals_row_major(valid, window, shift, cin, monkeypatch):
     """The gated MLP (training function, plain no-grad path in chunks) on a map, in fp64: the same
     output map and gradients whether the windows are numbered by mask or row-major. ``cin`` 40: the
-    mixing costs less than a quarter of the FCs and is recomputed in backward."""
+    mixing costs less than a quarter of the FCs and is recomputed in backward; 160: less than
+    ``RUNS_MIXING_SHARE`` of them, so the ordered windows are not processed run by run."""
     torch.manual_seed(0)
     hidden, groups = 48, 4
     fc1, fc2 = nn.Linear(cin, hidden).double(), nn.Linear(hidden // 2, 5).double()
@@ -102,6 +103,8 @@ def test_token_mixing_on_ordered_windows_equals_row_major(valid, window, shift, 
 
     ref, saved_ref = _saved_bytes(lambda: run(plain))
     ref_grads = torch.autograd.grad((ref * weight).sum(), params)
+    by_run = gate._by_run(gate._group_major_weights(fc1, fc2))
+    assert by_run == (cin < 160)
     out, saved = _saved_bytes(lambda: run(ordered))
     assert saved == saved_ref  # the hidden tensor kept run by run takes no more room
     assert (out - ref).abs().max() < 1e-12

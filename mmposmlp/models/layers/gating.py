@@ -71,12 +71,21 @@ CHUNK_BYTES = 16 << 20
 GROUPWISE_BYTES = 128 << 20
 
 
-def _mixing_runs(layout: Optional[WindowLayout], masked: Optional[torch.Tensor], start: int, count: int):
+#: the windows of a mask-ordered layout are processed run by run (one matrix per run, but ``fc1`` and ``fc2``
+#: cut into one GEMM per run) where the token mixing costs at least this share of the FCs' multiply-adds;
+#: below it the masked windows are recomputed instead. Measured on PosMLP-T at 800x1344, one thread: by
+#: run faster at stages 0-2 (mixing 68% / 34% / 17% of the FCs), slower at stage 3 (2.1%, 49-token runs)
+RUNS_MIXING_SHARE = 1 / 16
+
+
+def _mixing_runs(layout: Optional[WindowLayout], masked: Optional[torch.Tensor], start: int, count: int,
+                 by_run: bool = True):
     """:data:`~.token_mixing.MixingRun` s of windows ``start .. start + count``: one per run of a
-    mask-ordered layout, else one for all windows with the masked ones listed for recomputation."""
+    mask-ordered layout (``by_run``), else one for all windows with the masked ones listed for
+    recomputation."""
     if masked is None or layout is None or not layout.masked_patterns:
         return ((None, 0, count, []), )
-    if layout.ordered:
+    if layout.ordered and by_run:
         return tuple((k, first, end, []) for k, first, end in layout.runs(start, count))
     return ((None, 0, count, layout.masked_rows(start, count)), )
 
@@ -238,7 +247,8 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
             # (GPUs want few, large kernels; an exported graph has no size to chunk by); a chunk holds
             # windows of one mask only, when the layout numbers them by mask: one matrix per chunk
             step = max(1, CHUNK_BYTES // (fc1.out_features * N * x.element_size()))
-            runs = layout.runs(0, M) if layout is not None and layout.ordered else ((None, 0, M), )
+            by_run = layout is not None and layout.ordered and self._by_run(weights)
+            runs = layout.runs(0, M) if by_run else ((None, 0, M), )
             chunks = [(m, min(end, m + step)) for _, first, end in runs for m in range(first, end, step)]
         if len(chunks) == 1:
             return self._mlp_windows(flat, weights, fc2.bias, act, layout, 0).view(B, nW, N, -1)
@@ -259,7 +269,7 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         B, nW, N, _ = x.shape
         patterns = layout.patterns if layout is not None else None
         base, masked = self.mixing.matrices(patterns)
-        runs = _mixing_runs(layout, masked, 0, B * nW)
+        runs = _mixing_runs(layout, masked, 0, B * nW, self._by_run(weights))
         # the mixing is recomputed in backward where it costs less than a quarter of the FCs' work
         fc_macs = w1.shape[1] * w1.shape[0] + w2.shape[1] * w2.shape[0]
         cheap = 4 * w2.shape[1] * N <= fc_macs
@@ -290,6 +300,13 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         y = (mixed * v).view(half, R * N)
         z_t = torch.addmm(bias2[:, None], w2, y) if bias2 is not None else torch.mm(w2, y)
         return z_t.t()
+
+    def _by_run(self, weights) -> bool:
+        """Whether the token mixing costs enough next to the FCs (``weights``) to process the windows run
+        by run (:data:`RUNS_MIXING_SHARE`)."""
+        w1, _, w2 = weights
+        fc_macs = w1.shape[1] * w1.shape[0] + w2.shape[1] * w2.shape[0]
+        return w2.shape[1] * self.num_tokens >= RUNS_MIXING_SHARE * fc_macs
 
     def _group_major_weights(self, fc1: nn.Linear, fc2: nn.Linear):
         """``fc1`` rows and ``fc2`` columns with channel ``k*G+g`` of each half moved to ``g*K+k``."""
