@@ -112,6 +112,11 @@ def _blocks(flat: torch.Tensor, width: int, runs, tokens: int):
     return [(run, flat[width * run[1] * tokens:width * run[2] * tokens].view(width, -1)) for run in runs]
 
 
+def _accumulate_mm(acc: Optional[torch.Tensor], a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``acc + a b`` (``a b`` when ``acc`` is None), in place."""
+    return torch.mm(a, b) if acc is None else acc.addmm_(a, b)
+
+
 def _mix_all(a: torch.Tensor, spec: GatedMLPSpec, base, masked, token_bias) -> torch.Tensor:
     """``P X1 + b`` of the activation ``a`` = ``[X1 | X2]`` stored run by run: ``(half * T,)``, also run by run."""
     N, G = spec.tokens, spec.groups
@@ -178,7 +183,7 @@ class GatedMLPFunction(torch.autograd.Function):
         half = hidden // 2
         g = grad_z.reshape(-1, w2.shape[0])  # (T, C_out)
         grad_a = torch.empty_like(a)
-        grad_w2 = torch.zeros_like(w2) if need[5] else None
+        grad_w2 = None
         grad_bias = torch.zeros_like(token_bias) if need[9] else None
         grad_base = torch.zeros_like(base) if need[7] else None
         grad_masked = torch.zeros_like(masked) if need[8] else None
@@ -190,8 +195,8 @@ class GatedMLPFunction(torch.autograd.Function):
             u, v = act.view(2, *quarter).unbind(0)
             mixed = mixed.view(quarter)
             g_run = g[first * N:end * N]
-            if grad_w2 is not None:
-                grad_w2.addmm_(g_run.t(), (mixed * v).view(half, -1).t())
+            if need[5]:
+                grad_w2 = _accumulate_mm(grad_w2, g_run.t(), (mixed * v).view(half, -1).t())
             grad_y = w2.t().mm(g_run.t()).view(quarter)  # (half, T_run) as (G, K, R_run, N)
             grad_u, grad_v = grad_act.view(2, *quarter).unbind(0)
             torch.mul(grad_y, mixed, out=grad_v)
@@ -209,11 +214,11 @@ class GatedMLPFunction(torch.autograd.Function):
         del a, out, grad_y, grad_mixed
         grad_h = torch.ops.aten.gelu_backward(grad_a, h, approximate=spec.approximate)
         del grad_a
-        grad_w1 = torch.zeros_like(w1) if need[3] else None
+        grad_w1 = None
         grad_xn = rows.new_empty(rows.shape) if need[0] or need[1] or need[2] else None
         for (_, first, end, _), block in _blocks(grad_h, hidden, spec.runs, N):
-            if grad_w1 is not None:
-                grad_w1.addmm_(block, xn[first * N:end * N])
+            if need[3]:
+                grad_w1 = _accumulate_mm(grad_w1, block, xn[first * N:end * N])
             if grad_xn is not None:
                 torch.mm(block.t(), w1, out=grad_xn[first * N:end * N])
         grad_b1 = sum(block.sum(1) for _, block in _blocks(grad_h, hidden, spec.runs, N)) if need[4] else None
