@@ -6,7 +6,8 @@ Default suite: the narrow PosMLP toy classifier (drop path, Mixup/CutMix, EMA, a
 iteration 4, and in iteration 7 a signal followed by a second one while the checkpoint is being written (the
 job ends at once; the interval checkpoint of iteration 6 stays the one to resume from). Then two processes
 through tools/dist_train.sh: SIGTERM to the launcher saves one checkpoint, every rank exits 99 and the resumed
-job ends identical to an uninterrupted 2-process one. ``slow``: ``num_workers=2``, and a rank that dies
+job ends identical to an uninterrupted 2-process one. An iteration-based run with persistent data workers
+(``num_workers=2``) signalled after the data's epoch boundary resumes bit-identically too. ``slow``: ``num_workers=2``, and a rank that dies
 instead of agreeing.
 """
 import os
@@ -149,6 +150,36 @@ def test_signalled_three_times_resumes_bit_identically(narrow, monkeypatch):
     assert rc == 0, log[-4000:]
     assert 'iter_6.pth' in log
     assert_same_run(ref, work, ITERS, with_ema=True)
+
+
+
+# ---- persistent data workers with an iteration-based loop ------------------------------------------------------
+PERSISTENT_ITERS = 10  # 24 toy images, batch 4: 6 batches per epoch of the data, so the stop is in its second
+
+
+def test_persistent_workers_iteration_loop_signalled_resumes_bit_identically(toy_data, tmp_path, monkeypatch):
+    """``IterBasedTrainLoop`` with ``num_workers=2, persistent_workers=True``: the workers' random streams run on over
+    the data's epoch boundary after batch 6. SIGUSR1 in iteration 9 -> iter_9.pth; ``--resume`` loads and drops the 9
+    trained batches with the same workers, replaying their streams, and iteration 10 ends bit-identical to the
+    uninterrupted run (weights, EMA, optimizer, schedulers, random states, every logged value)."""
+    cwd, cfg = _case(tmp_path, toy_data, workers=2, iters=PERSISTENT_ITERS,
+                     extra="train_dataloader['persistent_workers'] = True\n")
+    from mmengine.config import Config
+    loader = Config.fromfile(cfg, import_custom_modules=False).train_dataloader
+    assert (loader.num_workers, loader.persistent_workers, loader.sampler.type) == (2, True, 'DefaultSampler')
+    ref = osp.join(cwd, 'ref')
+    rc, log = launch(cfg, ref, cwd)
+    assert rc == 0, log[-4000:]
+    assert log.count('Reach the end of the dataloader') == 1, log[-3000:]  # the workers crossed an epoch
+    sanity_check_training_moves(ref, PERSISTENT_ITERS)
+    work = osp.join(cwd, 'signalled')
+    rc, log = _signalled(cfg, work, cwd, 'iter:9:SIGUSR1', monkeypatch, resume=False)
+    assert rc == PREEMPTED, log[-4000:]
+    assert _preempted_record(work)['iter'] == '9'
+    rc, log = launch(cfg, work, cwd, resume=True)
+    assert rc == 0, log[-4000:]
+    assert 'iter_9.pth' in log and 'Advance dataloader 9 steps' in log, log[-3000:]
+    assert_same_run(ref, work, PERSISTENT_ITERS, with_ema=True)
 
 
 def test_a_signal_outside_training_does_what_it_did_before(tmp_path):
