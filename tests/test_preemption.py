@@ -4,11 +4,10 @@ bit-identically to an uninterrupted run (mmposmlp.PreemptionHook).
 Default suite: the narrow PosMLP toy classifier (drop path, Mixup/CutMix, EMA, a warm-up schedule),
 ``num_workers=0``, signalled three times in a row: SIGUSR1 in iteration 3, SIGTERM in the validation after
 iteration 4, and in iteration 7 a signal followed by a second one while the checkpoint is being written (the
-job ends at once; the interval checkpoint of iteration 6 stays the one to resume from). Then two processes
-through tools/dist_train.sh: SIGTERM to the launcher saves one checkpoint, every rank exits 99 and the resumed
-job ends identical to an uninterrupted 2-process one. An iteration-based run with persistent data workers
-(``num_workers=2``) signalled after the data's epoch boundary resumes bit-identically too. ``slow``: ``num_workers=2``, and a rank that dies
-instead of agreeing.
+job ends at once; the interval checkpoint of iteration 6 stays the one to resume from); and with
+``num_workers=2, persistent_workers=True`` signalled after the data's epoch boundary. ``slow``: two processes
+through tools/dist_train.sh (SIGTERM to the launcher saves one checkpoint, every rank exits 99 and the resumed
+job ends identical to an uninterrupted 2-process one), and a rank that dies instead of agreeing.
 """
 import os
 import os.path as osp
