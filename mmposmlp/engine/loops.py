@@ -94,6 +94,16 @@ class ExactEpochBasedTrainLoop(EpochBasedTrainLoop):
         after the already-trained batches are skipped."""
         self._resume_rng = (epoch_start_rng, stop_rng)
 
+    def rng_state_to_resume(self, position: int) -> dict:
+        """What a checkpoint after ``position`` trained iterations needs of this loop's random states, besides the
+        main process's: within an epoch with batches left, those of the epoch's start (``'epoch_start'``, with the
+        persistent workers' of that moment; a resumed run creates that epoch's data iterator again); otherwise
+        (the epoch's batches all trained) the persistent workers' latest (``'workers'``)."""
+        in_epoch = position - self.epoch * len(self.dataloader)
+        if 0 < in_epoch < len(self.dataloader) and self.epoch_start_rng_state is not None:
+            return dict(epoch_start=self.epoch_start_rng_state)
+        return dict(workers=dict(self.worker_rng_states)) if self.worker_rng_states else {}
+
     @property
     def batches_done_in_epoch(self) -> int:
         """Batches of the current epoch already trained (non-zero only after a mid-epoch resume)."""
@@ -115,6 +125,8 @@ class ExactEpochBasedTrainLoop(EpochBasedTrainLoop):
         if resume is not None and resume[0] is not None:
             restore_rng_state(resume[0])
             self.resume_workers(resume[0].get('workers'))
+        if resume is not None and skip >= len(self.dataloader):  # no batch left: the workers go on from the stop
+            self.resume_workers(resume[1].get('workers'))
         self.epoch_start_rng_state = capture_rng_state()
         if self.worker_rng_states:
             self.epoch_start_rng_state['workers'] = dict(self.worker_rng_states)

@@ -278,12 +278,12 @@ class PreemptionHook(Hook):
         if done > stop:
             self._cannot_agree(done, stop)
         from mmposmlp.engine.resume_state import capture_train_rng_state
-        self._stop(runner, done, capture_train_rng_state(runner))
+        self._stop(runner, done, capture_train_rng_state(runner, done))
 
     def before_val(self, runner) -> None:
         if self._active:
             from mmposmlp.engine.resume_state import capture_train_rng_state
-            self._train_rng = capture_train_rng_state(runner)  # the training position's (validation draws its own)
+            self._train_rng = capture_train_rng_state(runner, runner.iter)  # the training position's (validation draws its own)
             self._val_count += 1
 
     def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
