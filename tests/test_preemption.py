@@ -11,6 +11,7 @@ job ends identical to an uninterrupted 2-process one), and a rank that dies inst
 """
 import os
 import os.path as osp
+import re
 import signal
 import subprocess
 import sys
@@ -302,6 +303,49 @@ def test_a_rank_that_dies_instead_of_agreeing_is_named(toy_data, tmp_path):
     last = err.strip().splitlines()[-1]
     assert last.startswith('ERROR: rank 1 (local rank 1 on ') and 'exited with code -9 (SIGKILL)' in last, err[-3000:]
     assert not osp.exists(osp.join(work, 'preempted'))
+    from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
+    assert find_last_complete_checkpoint(work).endswith('iter_2.pth')
+
+
+
+STUCK_HOOK = '''
+
+
+@HOOKS.register_module()
+class StuckAtHook(Hook):
+    """STUCK_AT=N, STUCK_RANK=R: rank R sleeps for an hour after iteration N (a rank that stops taking part)."""
+    priority = 'HIGHEST'
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        from mmengine.dist import get_rank
+        if runner.iter + 1 == int(os.environ.get('STUCK_AT', '0')) and get_rank() == int(os.environ['STUCK_RANK']):
+            time.sleep(3600)
+'''
+
+
+@pytest.mark.slow
+def test_a_stuck_rank_does_not_keep_the_others_from_agreeing(toy_data, tmp_path):
+    """gloo, 2 processes: rank 1 stops taking part after iteration 3 (asleep, as a rank stuck elsewhere); rank 0,
+    signalled in iteration 3, still agrees a stopping point through the store (iteration 4) with no collective,
+    waits for that iteration, whose gradient all-reduce cannot finish, and ends the job when its grace period runs
+    out, naming the point it waited for: no checkpoint of the stop, the interval checkpoint stays the last one."""
+    grace = 20
+    cwd, cfg = _dist_case(tmp_path, toy_data, extra=f"""
+custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), dict(type='SignalAtHook'),
+                dict(type='StuckAtHook'), dict(type='mmposmlp.PreemptionHook', grace_period={grace})]
+""")
+    with open(tmp_path / 'cfg' / 'kill_hook.py', 'a') as f:
+        f.write(STUCK_HOOK)
+    work = osp.join(cwd, 'work')
+    p = _start_dist(cfg, work, cwd, mark_at=0, SIGNAL_AT='iter:3:SIGUSR1', SIGNAL_RANK='0', STUCK_AT='3',
+                    STUCK_RANK='1')
+    out, err = p.communicate(timeout=600)  # bounded: a hang would end in the process group's 30 min timeout
+    assert p.returncode == 1, (out[-2000:], err[-4000:])
+    assert (f'ERROR: rank 0 could not stop and save within the grace period of {grace} s after SIGUSR1 (it waited '
+            'for the end of iteration 4, the agreed stopping point)') in err, err[-4000:]
+    last = err.strip().splitlines()[-1]
+    assert re.search(r'^ERROR: rank [01] \(local rank [01] on .* exited with code', last), err[-3000:]
+    assert not osp.exists(osp.join(work, 'preempted')) and not osp.exists(osp.join(work, 'iter_4.pth'))
     from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
     assert find_last_complete_checkpoint(work).endswith('iter_2.pth')
 

@@ -273,6 +273,8 @@ class PreemptionHook(Hook):
         done = runner.iter + 1
         margin = self.margin if self._store is not None else 0
         stop = self._agreed(done + margin)
+        if stop is not None and done < stop:
+            self._waiting_for = f'the end of iteration {stop}, the agreed stopping point'
         if stop is None or done < stop:
             return
         if done > stop:
