@@ -16,8 +16,10 @@ interval) from the first batch of its epoch, training the batches already traine
 With persistent data workers (``persistent_workers=True``, ``num_workers > 0``, as mmdet's base configs set), each
 worker's random streams run on from epoch to epoch, which a resumed run's new workers would not have. The loop
 therefore has each batch come back with the random states of the worker that made it
-(:class:`WorkerStateCollate`), keeps the latest per worker, and stores those of the epoch's start with the
-epoch-start states; a resumed run's workers take them before they load anything (:class:`ResumedWorkerInit`).
+(:class:`WorkerStateCollate`) and keeps the latest per worker. A checkpoint inside an epoch stores those of the
+epoch's start with the epoch-start states (the resumed run loads that epoch's trained batches again); one after
+the epoch's last batch stores the latest. A resumed run's workers take them before they load anything
+(:class:`ResumedWorkerInit`).
 
 ``mmposmlp.Runner.build_train_loop`` builds it wherever a config asks for mmengine's ``EpochBasedTrainLoop``
 (``type='EpochBasedTrainLoop'`` or ``by_epoch=True``, as the mmdet, mmpretrain and mmaction2 base configs write

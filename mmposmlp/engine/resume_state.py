@@ -33,8 +33,10 @@ one at the first stochastic layer. :class:`ExactResumeHook` closes that gap:
 
 Exactness needs a fixed ``randomness.seed`` (otherwise mmengine seeds the data workers and the sampler
 with a new random seed in every run). Persistent data workers (``persistent_workers=True``) carry their random
-streams from epoch to epoch: with mmengine's epoch loop their states travel too (``'workers'``); with an
-iteration-based loop the skip loads every batch since the run's start, so they replay their streams.
+streams from epoch to epoch: with mmengine's epoch loop their states travel too, once, where the stopping point
+needs them (inside an epoch in ``'epoch_start'``, once the epoch's batches are all trained as ``'workers'``); with
+an iteration-based loop the skip loads every batch since the run's start with the same workers, so they replay
+their streams.
 """
 import os
 import os.path as osp
