@@ -19,8 +19,7 @@ Masks (padding, shifted windows) act on keys: ``-inf`` before the softmax for GQ
 weight for LRPE and the dense matrix.
 """
 import math
-from functools import lru_cache
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -48,19 +47,28 @@ def relative_offsets(window: Sequence[int]) -> torch.Tensor:
 def relative_position_index(window: Sequence[int]) -> torch.Tensor:
     """Swin-style ``(N, N)`` index of the offset ``p_query - p_key`` into a table of
     ``prod(2w - 1)`` entries (mixed radix, first axis most significant)."""
-    with torch.device('cpu'):  # the cache must never hold a meta/cuda tensor of a default-device context
-        return _relative_position_index(tuple(int(w) for w in window)).clone()
+    window = tuple(int(w) for w in window)
+    with torch.device('cpu'):  # never a meta/cuda tensor of a default-device context
+        c = window_coords(window)
+        d = c[:, None, :] - c[None, :, :] + torch.tensor(window) - 1
+        index = torch.zeros(d.shape[:2], dtype=torch.long)
+        for axis, w in enumerate(window):
+            index = index * (2 * w - 1) + d[..., axis]
+        return index
 
 
-@lru_cache(maxsize=64)
-def _relative_position_index(window: Tuple[int, ...]) -> torch.Tensor:
-    # cached: every block of a stage builds the same index (3D video windows: 3136^2 entries)
-    c = window_coords(window)
-    d = c[:, None, :] - c[None, :, :] + torch.tensor(window) - 1
-    index = torch.zeros(d.shape[:2], dtype=torch.long)
+def axis_position_indices(window: Sequence[int]) -> List[torch.Tensor]:
+    """Per axis ``a``, the ``(w_a, w_a)`` index ``q_a - k_a + w_a - 1`` (:func:`relative_position_index`
+    of that axis alone), shaped to broadcast over ``(*query, *key)`` coordinates: indexing a table of
+    ``(2w_0 - 1, .., 2w_{D-1} - 1, ...)`` entries with all of them gives ``table[relative_position_index]``
+    of the whole window, without the ``(N, N)`` index in memory (78 MB of int64 for a 16x14x14 window)."""
+    dims = len(window)
+    out = []
     for axis, w in enumerate(window):
-        index = index * (2 * w - 1) + d[..., axis]
-    return index
+        shape = [1] * (2 * dims)
+        shape[axis] = shape[dims + axis] = int(w)
+        out.append(relative_position_index((int(w), )).view(shape))
+    return out
 
 
 def resize_grid_values(values: torch.Tensor, old: Sequence[int], new: Sequence[int]) -> torch.Tensor:
@@ -244,7 +252,23 @@ class LearnedPositionMixing(_PositionMixing):
         if token_fc:
             self.token_weight = nn.Parameter(torch.zeros(self.num_tokens, self.num_tokens))
         self.init_std = init_std
-        self.register_buffer('relative_index', relative_position_index(self.window), persistent=False)
+        # per-axis offset indices (a few hundred entries), combined by broadcasting in :meth:`_lookup`
+        for axis, index in enumerate(axis_position_indices(self.window)):
+            self.register_buffer(f'axis_index_{axis}', index, persistent=False)
+
+    @property
+    def relative_index(self) -> torch.Tensor:
+        """The ``(N, N)`` row of the table for each (query, key) pair (:func:`relative_position_index`),
+        built on demand: the mixing itself never holds it."""
+        return relative_position_index(self.window).to(self.relative_position_table.device)
+
+    def _lookup(self, table: torch.Tensor) -> torch.Tensor:
+        """``table[relative_position_index]`` for ``table`` (rows, ...): ``(N, N, ...)``, gathered through
+        the per-axis indices."""
+        dims = len(self.window)
+        grid = table.view(*(2 * w - 1 for w in self.window), *table.shape[1:])
+        index = tuple(getattr(self, f'axis_index_{axis}') for axis in range(dims))
+        return grid[index].view(self.num_tokens, self.num_tokens, *table.shape[1:])
 
     def init_weights(self):
         trunc_normal_(self.relative_position_table, std=self.init_std)
@@ -252,16 +276,13 @@ class LearnedPositionMixing(_PositionMixing):
             trunc_normal_(self.token_weight, std=1e-6)  # official LRPE-M init
 
     def logits(self) -> torch.Tensor:
-        n = self.num_tokens
-        p = self.relative_position_table[self.relative_index.view(-1)].view(n, n, self.groups)
-        p = p.permute(2, 0, 1)
+        p = self._lookup(self.relative_position_table).permute(2, 0, 1)
         if self.token_fc:
             p = p + self.token_weight[None]
         return p
 
     def group_logits(self, group: int) -> torch.Tensor:
-        n = self.num_tokens
-        p = self.relative_position_table[:, group][self.relative_index.view(-1)].view(1, n, n)
+        p = self._lookup(self.relative_position_table[:, group])[None]
         return p + self.token_weight[None] if self.token_fc else p
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
