@@ -446,3 +446,69 @@ def test_gate_options_returning_all_hidden_channels_are_refused(gate_cfg):
     from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
     with pytest.raises(ValueError, match="PosMLP-Video blocks take half of the hidden channels"):
         PosMLPVideo(arch='s', gate_cfg=gate_cfg)
+
+
+# ------------------------------------------------------------------ memory of the joint (PoSTGU) units
+@pytest.mark.parametrize('window', [(3, 4, 5), (5, 7), (8, )])
+def test_lrpe_lookup_equals_the_flat_index(window):
+    """The table is gathered through per-axis indices: values and table gradients bit-identical to
+    ``table[relative_position_index]`` (fp64), for all groups and one group at a time."""
+    from mmposmlp.models.layers.relative_position import LearnedPositionMixing
+    torch.manual_seed(0)
+    m = LearnedPositionMixing(window, 3).double()
+    torch.nn.init.normal_(m.relative_position_table)
+    table, n = m.relative_position_table, m.num_tokens
+
+    def flat():
+        return table[relative_position_index(window).view(-1)].view(n, n, 3).permute(2, 0, 1)
+
+    assert torch.equal(m.logits(), flat())
+    assert torch.equal(m.relative_index, relative_position_index(window))
+    up = torch.randn(3, n, n, dtype=torch.float64)
+    assert torch.equal(torch.autograd.grad(m.logits(), table, up)[0], torch.autograd.grad(flat(), table, up)[0])
+    for g in range(3):
+        one = m.group_logits(g)
+        assert torch.equal(one, flat()[g:g + 1])
+        assert torch.equal(torch.autograd.grad(one, table, up[g:g + 1])[0],
+                           torch.autograd.grad(flat()[g:g + 1], table, up[g:g + 1])[0])
+
+
+def test_joint_window_unit_holds_no_token_pair_index():
+    """A 16x14x14 PoSTGU unit (N = 3136) keeps its per-axis indices only (hundreds of entries), not an
+    (N, N) index (78 MB of int64 per unit)."""
+    unit = PositionalGatingUnit(2 * 288, (16, 14, 14), 32, 'glrpe')
+    held = sum(b.numel() for b in unit.buffers())
+    assert held < 1000, [(n, tuple(b.shape)) for n, b in unit.named_buffers()]
+    assert unit.state_dict().keys() == {'token_bias', 'mixing.relative_position_table'}
+
+
+def _allocation_watch():
+    from toolcfg import load_tool
+    return load_tool('.dev_scripts', 'postgu_paper_size.py')
+
+
+@pytest.mark.parametrize('gate_type', ['glrpe', 'ggqpe'])
+def test_postgu_training_step_never_allocates_all_groups_matrices(gate_type, monkeypatch):
+    """A PoSTGU training step (forward, loss, backward) whose units build their positional matrices one
+    group at a time allocates one group's (N, N) matrices at most, never those of all groups; with the
+    per-group path off (the dense path) the same watch sees them, so the check can fail."""
+    from mmposmlp.models.layers import gating
+    tool = _allocation_watch()
+    m = tiny(block_type='PoSTGU', gate_type=gate_type).train()
+    x = torch.randn(1, 3, 3, 28, 28)  # padded windows: masked matrices too
+
+    def step(units):
+        watch = tool.AllocationWatch(units)
+        with watch:
+            m(x).square().mean().backward()
+        return watch
+
+    monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 0)
+    units = tool.groupwise_units(m)
+    assert len(units) == 4
+    grouped = step(units)
+    assert grouped.dense == []
+    assert max(b for b, _, _ in grouped.largest) >= 64 * 64 * 4  # one group's (N, N) matrix was built
+    monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 1 << 40)
+    dense = step(units)
+    assert {d.split(':')[0] for d in dense.dense} == {u['name'] for u in units}
