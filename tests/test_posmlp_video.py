@@ -450,27 +450,32 @@ def test_gate_options_returning_all_hidden_channels_are_refused(gate_cfg):
 
 # ------------------------------------------------------------------ memory of the joint (PoSTGU) units
 @pytest.mark.parametrize('window', [(3, 4, 5), (5, 7), (8, )])
-def test_lrpe_lookup_equals_the_flat_index(window):
-    """The table is gathered through per-axis indices: values and table gradients bit-identical to
-    ``table[relative_position_index]`` (fp64), for all groups and one group at a time."""
+@pytest.mark.parametrize('graph', [False, True], ids=['eager', 'export-gather'])
+def test_lrpe_lookup_equals_the_flat_index(window, graph):
+    """The LRPE matrices equal ``table[relative_position_index]`` bit for bit (fp64), for all groups and one
+    group at a time, and so do the table gradients up to summation order - in eager mode (strided copies,
+    slice sums) and in graphs (a gather through per-axis indices)."""
     from mmposmlp.models.layers.relative_position import LearnedPositionMixing
     torch.manual_seed(0)
     m = LearnedPositionMixing(window, 3).double()
     torch.nn.init.normal_(m.relative_position_table)
+    m.export_mode = graph
     table, n = m.relative_position_table, m.num_tokens
 
     def flat():
         return table[relative_position_index(window).view(-1)].view(n, n, 3).permute(2, 0, 1)
 
+    def grad(p, up):
+        return torch.autograd.grad(p, table, up)[0]
+
     assert torch.equal(m.logits(), flat())
     assert torch.equal(m.relative_index, relative_position_index(window))
     up = torch.randn(3, n, n, dtype=torch.float64)
-    assert torch.equal(torch.autograd.grad(m.logits(), table, up)[0], torch.autograd.grad(flat(), table, up)[0])
+    torch.testing.assert_close(grad(m.logits(), up), grad(flat(), up), rtol=1e-13, atol=1e-12)
     for g in range(3):
-        one = m.group_logits(g)
-        assert torch.equal(one, flat()[g:g + 1])
-        assert torch.equal(torch.autograd.grad(one, table, up[g:g + 1])[0],
-                           torch.autograd.grad(flat()[g:g + 1], table, up[g:g + 1])[0])
+        assert torch.equal(m.group_logits(g), flat()[g:g + 1])
+        torch.testing.assert_close(grad(m.group_logits(g), up[g:g + 1]), grad(flat()[g:g + 1], up[g:g + 1]),
+                                   rtol=1e-13, atol=1e-12)
 
 
 def test_joint_window_unit_holds_no_token_pair_index():

@@ -71,6 +71,42 @@ def axis_position_indices(window: Sequence[int]) -> List[torch.Tensor]:
     return out
 
 
+class RelativeTableLookup(torch.autograd.Function):
+    """``table[relative_position_index(window)]`` for ``table`` (``prod(2w - 1)``, ...): ``(N, N, ...)``.
+
+    The matrix is block-Toeplitz: with the table's grid reversed on every axis (``o' = 2w - 2 - o``), the
+    keys of query ``q`` on an axis are the slice ``w - 1 - q .. 2w - 2 - q`` of that axis. Forward: axis by
+    axis (last first), the ``w`` slices of every query are stacked - copies of contiguous runs, no index
+    read (bit-identical to the gather, several times faster). Backward: ``d table[o] = sum_{q - k = o} d P[q, k]``,
+    summed axis by axis as ``w`` shifted slice additions per axis (deterministic; a gather's own
+    backward scatters every element serially)."""
+
+    @staticmethod
+    def forward(ctx, table: torch.Tensor, window: Tuple[int, ...]) -> torch.Tensor:
+        ctx.window, ctx.table_shape = window, table.shape
+        dims, rest = len(window), table.shape[1:]
+        x = table.view(*(2 * w - 1 for w in window), *rest).flip(tuple(range(dims)))
+        for axis in reversed(range(dims)):
+            # (q of later axes, o' of axes <= axis, k of later axes, rest): o' of ``axis`` is dim dims - 1
+            w = window[axis]
+            x = torch.stack([x.narrow(dims - 1, w - 1 - q, w) for q in range(w)])
+        n = math.prod(window)
+        return x.view(n, n, *rest)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        window, dims = ctx.window, len(ctx.window)
+        x = grad.reshape(*window, *window, *grad.shape[2:])
+        for axis, w in enumerate(window):
+            # (offsets of earlier axes, q_axis.., k_axis.., rest) -> (q_axis, k_axis, ...)
+            x = x.movedim((axis, dims), (0, 1))
+            rev = x.new_zeros(2 * w - 1, *x.shape[2:])  # at 2w - 2 - (q - k + w - 1) = w - 1 - q + k
+            for q in range(w):
+                rev[w - 1 - q:2 * w - 1 - q] += x[q]
+            x = rev.movedim(0, axis)
+        return x.flip(tuple(range(dims))).reshape(ctx.table_shape), None
+
+
 def resize_grid_values(values: torch.Tensor, old: Sequence[int], new: Sequence[int]) -> torch.Tensor:
     """Resize values laid out on a grid ``old`` (first dims flattened) to grid ``new``.
 
@@ -252,7 +288,7 @@ class LearnedPositionMixing(_PositionMixing):
         if token_fc:
             self.token_weight = nn.Parameter(torch.zeros(self.num_tokens, self.num_tokens))
         self.init_std = init_std
-        # per-axis offset indices (a few hundred entries), combined by broadcasting in :meth:`_lookup`
+        # per-axis offset indices (a few hundred entries), for the gather of exported / compiled graphs
         for axis, index in enumerate(axis_position_indices(self.window)):
             self.register_buffer(f'axis_index_{axis}', index, persistent=False)
 
@@ -263,11 +299,13 @@ class LearnedPositionMixing(_PositionMixing):
         return relative_position_index(self.window).to(self.relative_position_table.device)
 
     def _lookup(self, table: torch.Tensor) -> torch.Tensor:
-        """``table[relative_position_index]`` for ``table`` (rows, ...): ``(N, N, ...)``, gathered through
-        the per-axis indices."""
-        dims = len(self.window)
+        """``table[relative_position_index]`` for ``table`` (rows, ...): ``(N, N, ...)``
+        (:class:`RelativeTableLookup`; plain autograd in exported and compiled graphs)."""
+        if not (exporting(self) or is_compiling()):
+            return RelativeTableLookup.apply(table, self.window)
+        # in graphs: a gather through the per-axis indices, with autograd's backward
+        index = tuple(getattr(self, f'axis_index_{axis}') for axis in range(len(self.window)))
         grid = table.view(*(2 * w - 1 for w in self.window), *table.shape[1:])
-        index = tuple(getattr(self, f'axis_index_{axis}') for axis in range(dims))
         return grid[index].view(self.num_tokens, self.num_tokens, *table.shape[1:])
 
     def init_weights(self):
