@@ -404,7 +404,8 @@ def test_tools_name_a_missing_teacher_file_before_building_and_trust_covers_it(t
     'train from random initialisation' for a teacher); --trust-checkpoint applies to the teacher file too."""
     from mmengine.config import Config
 
-    from mmposmlp.engine.entry import UserError, check_pretrained, pretrained_checkpoints
+    from mmposmlp.engine.entry import UserError, pretrained_checkpoints
+    from mmposmlp.engine.preflight import check_pretrained
     monkeypatch.chdir(tmp_path)
     for rel, name in (('cpvt/paper_tables/cpvt-ti-distilled_8xb128_in1k.py', 'regnety_160-a5fe301d.pth'),
                       ('imlp/ablations/deit-ti-imlp-channel-kd_4xb256_in1k.py', 'deit_tiny_patch16_224-a1311bcf.pth'),

@@ -407,7 +407,8 @@ def test_unknown_types_get_the_closest_registered_name_and_the_right_fix():
 
 def test_missing_pretrained_checkpoint_names_the_file_the_source_and_the_commands(tmp_path, monkeypatch):
     from mmengine.config import Config
-    from mmposmlp.engine.entry import UserError, check_pretrained
+    from mmposmlp.engine.entry import UserError
+    from mmposmlp.engine.preflight import check_pretrained
     monkeypatch.chdir(tmp_path)
     cfg = Config.fromfile(osp.join(ROOT, 'configs', 'posmlp', 'mask-rcnn_posmlp-t_1x_coco.py'))
     with pytest.raises(UserError) as e:

@@ -237,7 +237,8 @@ def test_the_official_name_of_a_file_without_url_loads_directly_and_its_absence_
     official file saved under its official name, converted on load."""
     from mmengine.config import Config
 
-    from mmposmlp.engine.entry import UserError, check_pretrained
+    from mmposmlp.engine.entry import UserError
+    from mmposmlp.engine.preflight import check_pretrained
     from mmposmlp.models.backbones.posmlp import PosMLP
     from mmposmlp.models.converters.posmlp import convert_official_posmlp, official_arch_to_ours
     monkeypatch.chdir(tmp_path)

@@ -11,7 +11,6 @@ import sys
 from typing import Optional
 
 from mmposmlp.engine.errors import UserError
-from mmposmlp.engine.preflight import check_pretrained  # noqa: F401  (the tools' pre-flight check, used by name)
 
 LIBRARIES = {
     'mmdet': 'mmdet.utils',

@@ -13,7 +13,6 @@ loaders, never on import), ``load_from``, ``tools/test.py CONFIG <file>`` and mm
   name that holds neither that release's weights nor a converted checkpoint is refused in one sentence.
   Any other file is read as it is (data only), as the data-only loaders read it.
 """
-import os.path as osp
 import re
 from typing import Callable, Dict, Optional
 
@@ -124,16 +123,13 @@ def official_conversion(ckpt, source: str) -> Optional[Callable[[Dict[str, torch
 
 def load_from_local_file(filename: str, map_location=None):
     """mmengine ``CheckpointLoader`` scheme for local paths: the file read as data (the data-only loaders'
-    :func:`~mmposmlp.utils.safe_load.load_checkpoint`, stored config text dropped), converted to our
+    :func:`~mmposmlp.utils.safe_load.load_local_checkpoint`, stored config text dropped), converted to our
     whole-model keys when it is an official file (:func:`official_conversion`)."""
-    from mmposmlp.utils.safe_load import drop_config_text, load_checkpoint
-    path = osp.expanduser(filename)
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'{filename} can not be found.')
-    ckpt = load_checkpoint(path, map_location or 'cpu')
+    from mmposmlp.utils.safe_load import load_local_checkpoint
+    ckpt = load_local_checkpoint(filename, map_location or 'cpu')
     convert = official_conversion(ckpt, filename)
     if convert is None:
-        return drop_config_text(ckpt, filename)
+        return ckpt
     state = extract_state_dict(ckpt, source=filename)  # the EMA weights where the file holds both
     try:
         return {'state_dict': convert({k[7:] if k.startswith('module.') else k: v for k, v in state.items()})}

@@ -1,16 +1,16 @@
-"""Before torch reads a byte: the archive around a checkpoint's pickles, and every pickle torch will unpickle.
+"""Before torch reads a byte: the archive around a checkpoint's pickles, and what each pickle would have torch's
+weights-only unpickler call or build.
 
-torch reads a zip archive (``data.pkl`` and one record per storage) or, for files older than torch 1.6, five
-pickles in a row; a tar archive (torch < 0.4) it unpacks to disk. :func:`scan_file` refuses the archive layouts
-that torch's reader and :mod:`zipfile` could read differently, then follows each pickle as torch's weights-only
-unpickler will and refuses what a :class:`ScanPolicy` does not allow, before anything in it runs.
+That unpickler refuses any other opcode, global or persistent id, and appends or sets items only in lists and
+dicts; but its default allow-list lets a file call ``bytearray(n)``, ``torch.Tensor(n)`` or ``UntypedStorage(n)``,
+rebuild quantized, sparse or nested tensors, set a tensor's storage, and numpy's ``__setstate__`` turns file bytes
+into object pointers. :func:`scan_file` follows each pickle's stack and refuses those before anything runs.
 """
 import io
 import pickletools
 import struct
 import tarfile
 import zipfile
-from typing import FrozenSet, NamedTuple, Tuple
 
 import torch
 
@@ -21,11 +21,13 @@ class Refused(Exception):
     """What a file asks for that a data-only load refuses (a phrase: ``'a tar archive (...)'``)."""
 
 
-class ScanPolicy(NamedTuple):
-    """The ``(module, name)`` globals a pickle may name, call (REDUCE) and instantiate (NEWOBJ, no arguments)."""
-    names: FrozenSet[Tuple[str, str]]
-    calls: FrozenSet[Tuple[str, str]]
-    new_objects: FrozenSet[Tuple[str, str]]
+class _Value:
+    """A value the pickle names or builds, as the scan sees it: ``key`` is the ``(module, name)`` of a global,
+    None for a value made by ``by`` (a global's name, or ``'dict'``, ``'list'``, ``'set'``, ``'storage'``)."""
+
+    def __init__(self, by, key=None):
+        self.by, self.key = by, key
+        self.shown_as = by if key else f'the result of {by}'
 
 
 def describe(obj, n=80) -> str:
@@ -91,8 +93,7 @@ def _data_pickle(f, size) -> bytes:
 
 
 def _pickles_in(f, size):
-    """The pickles ``torch.load`` will read from ``f`` (an open file of ``size`` bytes at offset 0), each a file
-    to read one pickle from."""
+    """The pickles ``torch.load`` will read from ``f`` (``size`` bytes, at offset 0), each as a file."""
     if f.read(4) == b'PK\x03\x04':  # torch's own test for a zip checkpoint
         yield io.BytesIO(_data_pickle(f, size))
         return
@@ -116,32 +117,11 @@ _OPCODES = frozenset(
     'NEWFALSE NEWTRUE EMPTY_TUPLE EMPTY_LIST EMPTY_DICT EMPTY_SET BININT BININT1 BININT2 BINFLOAT BINUNICODE '
     'SHORT_BINSTRING BINPERSID BINGET LONG_BINGET BINPUT LONG_BINPUT LONG1'.split())
 _CONSTANTS = dict(NONE=None, NEWFALSE=False, NEWTRUE=True, EMPTY_TUPLE=())
-_HOOKS_ARG = {'torch._utils._rebuild_tensor_v2': 5, 'torch._utils._rebuild_parameter': 2}
+_POPS = dict(APPEND=1, SETITEM=2, TUPLE1=1, TUPLE2=2, TUPLE3=3)
 
 
-class _Name(str):
-    """A global, as the scan sees it."""
-
-    def __new__(cls, module, name):
-        out = super().__new__(cls, f'{module}.{name}')
-        out.key, out.shown_as = (module, name), f'{module}.{name}'
-        return out
-
-
-class _Made:
-    """An object the pickle builds, as the scan sees it: what made it, whether items were put in it."""
-
-    def __init__(self, by, filled=False, is_hooks=False):
-        self.by, self.filled, self.is_hooks, self.shown_as = by, filled, is_hooks, f'the result of {by}'
-
-    def fill(self):
-        if self.is_hooks:
-            raise Refused('a tensor with backward hooks')
-        self.filled = True
-
-
-def _made_by(x, *names):
-    return isinstance(x, _Made) and any(x.by == n or x.by.endswith('.' + n) for n in names)
+def _made_by(x, *names) -> bool:
+    return isinstance(x, _Value) and not x.key and any(x.by == n or x.by.endswith('.' + n) for n in names)
 
 
 def _check_call(func, args):
@@ -152,22 +132,15 @@ def _check_call(func, args):
     if func == 'numpy.dtype' and not (len(args) in (1, 3) and args[0] in NUMERIC_DTYPES):
         raise Refused(f'numpy dtype {describe(args[0] if args else None)} (object, string, void and structured '
                        'dtypes are refused)')
-    if func.endswith('._reconstruct') and not (len(args) == 3 and args[0] == 'numpy.ndarray' and args[1] == (0, )):
+    if func.endswith('._reconstruct') and not (len(args) == 3 and getattr(args[0], 'key', None) == (
+            'numpy', 'ndarray') and args[1] == (0, )):
         raise Refused(f'numpy _reconstruct{describe(args)} (only an empty numpy.ndarray is allowed)')
     if func.endswith('.scalar') and not (len(args) == 2 and _made_by(args[0], 'numpy.dtype')):
         raise Refused('a numpy scalar without a plain numeric dtype (object scalars are refused)')
-    if func == 'torch._utils._rebuild_from_type_v2' and len(args) == 4:
-        func, args = 'torch._utils._rebuild_tensor_v2', args[2]  # the plain tensor it rebuilds
-    i = _HOOKS_ARG.get(func)
-    hooks = args[i] if i is not None and type(args) is tuple and len(args) > i else None
-    if hooks is not None:  # backward hooks: an empty dict, never filled later
-        if not _made_by(hooks, 'dict', 'OrderedDict') or hooks.filled:
-            raise Refused('a tensor with backward hooks')
-        hooks.is_hooks = True
 
 
 def _check_state(inst, state):
-    """BUILD: only on numpy dtypes and arrays, our placeholders and OrderedDicts, with states of data."""
+    """BUILD: only on numpy dtypes and arrays, OrderedDicts and our placeholders, with states of data."""
     if _made_by(inst, 'numpy.dtype'):
         if not (type(state) is tuple and len(state) in (8, 9) and state[0] in (3, 4) and
                 state[1] in ('<', '>', '|', '=') and all(s is None for s in state[2:5])):
@@ -183,17 +156,20 @@ def _check_state(inst, state):
 
 
 def _storage(pid, limit):
-    if not (type(pid) is tuple and len(pid) in (5, 6) and pid[0] == 'storage' and pid[1] in STORAGES):
+    kind = pid[1].by if type(pid) is tuple and len(pid) in (5, 6) and getattr(pid[1], 'key', None) else None
+    if not (kind in STORAGES and pid[0] == 'storage'):
         raise Refused(f'the persistent id {describe(pid)} (only tensor storages are allowed)')
-    if not (type(pid[4]) is int and 0 <= pid[4] * STORAGES[pid[1]].itemsize <= limit):
+    if not (type(pid[4]) is int and 0 <= pid[4] * STORAGES[kind].itemsize <= limit):
         raise Refused(f'a storage of {describe(pid[4])} elements, larger than the file')
-    return _Made('storage')
+    return _Value('storage')
 
 
 def _scan_pickle(f, limit, policy):
-    """Follow one pickle as torch's unpickler will, and refuse before it runs what torch's default allow-list
-    would let through (:func:`_risky_op`). Only the stack is followed: values are names and :class:`_Made`."""
-    stack, metastack, memo = [], [], {}
+    """Follow one pickle's stack (names and :class:`_Value`, nothing built) and refuse another global or
+    storage type, a call of a non-callable (``torch.Tensor(n)`` allocates), a new object of another class, the
+    arguments and states :func:`_check_call` and :func:`_check_state` refuse, a storage larger than the file."""
+    names, calls, new_objects = policy
+    stack, marks, memo = [], [], {}
     for op, arg, _ in pickletools.genops(f):
         code = op.name
         if code not in _OPCODES:
@@ -201,67 +177,55 @@ def _scan_pickle(f, limit, policy):
                            'torch.save writes by default)')
         if code == 'STOP':
             return
-        if code == 'MARK':
-            metastack.append(stack)
+        if code in _POPS:
+            n = _POPS[code]
+            if len(stack) < n + (code in ('APPEND', 'SETITEM')):
+                raise IndexError('pop from empty stack')
+            items = stack[-n:]
+            del stack[-n:]
+            if code.startswith('TUPLE'):
+                stack.append(tuple(items))
+        elif code == 'MARK':
+            marks.append(stack)
             stack = []
         elif code in ('TUPLE', 'APPENDS', 'SETITEMS'):
-            items, stack = stack, metastack.pop()
+            items, stack = stack, marks.pop()
             if code == 'TUPLE':
                 stack.append(tuple(items))
-            elif isinstance(stack[-1], _Made):
-                stack[-1].fill()
-        elif code in ('TUPLE1', 'TUPLE2', 'TUPLE3'):
-            n = int(code[-1])
-            if len(stack) < n:
-                raise IndexError('pop from empty stack')
-            stack[-n:] = [tuple(stack[-n:])]
-        elif code in ('APPEND', 'SETITEM'):
-            del stack[-(2 if code == 'SETITEM' else 1):]
-            if isinstance(stack[-1], _Made):
-                stack[-1].fill()
         elif code in ('BINPUT', 'LONG_BINPUT'):
             memo[arg] = stack[-1]
         elif code in ('BINGET', 'LONG_BINGET'):
             stack.append(memo[arg])
         elif code.startswith('EMPTY_') and code != 'EMPTY_TUPLE':
-            stack.append(_Made(code[6:].lower()))
-        elif not _risky_op(code, arg, stack, limit, policy) and code != 'PROTO':
+            stack.append(_Value(code[6:].lower()))
+        elif code == 'GLOBAL':
+            module, name = arg.split(' ', 1)
+            if (module, name) not in names and f'{module}.{name}' not in STORAGES:
+                raise Refused(f'the global {module}.{name}')
+            stack.append(_Value(f'{module}.{name}', (module, name)))
+        elif code == 'REDUCE':
+            args, func = stack.pop(), stack[-1]
+            if not (getattr(func, 'key', None) in calls and type(args) is tuple):
+                raise Refused(f'a call of {describe(func)}' + ('' if type(args) is tuple else ' without a tuple'))
+            _check_call(func.by, args)
+            stack[-1] = _Value(func.by)
+        elif code == 'NEWOBJ':
+            args, cls = stack.pop(), stack.pop()
+            if not (getattr(cls, 'key', None) in new_objects and args == ()):
+                raise Refused(f'a new object of {describe(cls)}')
+            stack.append(_Value(cls.by))
+        elif code == 'BUILD':
+            _check_state(stack[-2], stack.pop())
+        elif code == 'BINPERSID':
+            stack[-1] = _storage(stack[-1], limit)
+        elif code != 'PROTO':
             stack.append(_CONSTANTS.get(code, arg))
     raise ValueError('pickle exhausted before STOP')
 
 
-def _risky_op(code, arg, stack, limit, policy) -> bool:
-    """The opcodes that name, call or build: another global or storage type, a call of a non-callable
-    (``torch.Tensor(n)`` allocates), a new object of another class, the arguments and states
-    :func:`_check_call` and :func:`_check_state` refuse, a storage larger than the file. False: not one of them."""
-    if code == 'GLOBAL':
-        name = _Name(*arg.split(' ', 1))
-        if name.key not in policy.names and name not in STORAGES:
-            raise Refused(f'the global {name}')
-        stack.append(name)
-    elif code == 'REDUCE':
-        args, func = stack.pop(), stack[-1]
-        if not (isinstance(func, _Name) and func.key in policy.calls and type(args) is tuple):
-            raise Refused(f'a call of {describe(func)}' + ('' if type(args) is tuple else ' without a tuple'))
-        _check_call(func, args)
-        stack[-1] = _Made(func, filled=args != ())
-    elif code == 'NEWOBJ':
-        args, cls = stack.pop(), stack.pop()
-        if not (isinstance(cls, _Name) and cls.key in policy.new_objects and args == ()):
-            raise Refused(f'a new object of {describe(cls)}')
-        stack.append(_Made(cls))
-    elif code == 'BUILD':
-        _check_state(stack[-2], stack.pop())
-        stack[-1].fill()
-    elif code == 'BINPERSID':
-        stack[-1] = _storage(stack[-1], limit)
-    else:
-        return False
-    return True
-
-
-def scan_file(f, size, policy: ScanPolicy):
-    """Check the archive and every pickle ``torch.load`` will read from ``f`` (an open file at offset 0)."""
+def scan_file(f, size, policy):
+    """Check the archive and every pickle ``torch.load`` will read from ``f`` (an open file at offset 0);
+    ``policy``: the ``(module, name)`` globals a file may name, call (REDUCE) and instantiate (NEWOBJ)."""
     try:
         for pickle_file in _pickles_in(f, size):
             _scan_pickle(pickle_file, size, policy)

@@ -1,24 +1,11 @@
-"""Checkpoints are data: loading them without running anything from the file.
+"""Checkpoints are data: :func:`load_checkpoint` reads a file with torch's own restricted unpickler,
+``torch.load(f, weights_only=True)``, and checks what that unpickler does not cover.
 
-Every checkpoint our tools, ``init_cfg`` and the converters read, and (once :func:`register_mmengine_loaders`
-ran) every local or http(s) file mmengine's ``CheckpointLoader`` reads, goes through :func:`load_checkpoint`:
-torch's own restricted unpickler, ``torch.load(f, weights_only=True)``, with checks for what it does not cover.
-
-* Before torch reads a byte, the archive (:mod:`.checkpoint_archive`) and every pickle in it
-  (:func:`_scan_pickle`) are checked: only the globals of :data:`ALLOWED_GLOBALS`, calls only of
-  :data:`CALLABLE`, numpy only with numeric dtypes, no backward hooks, no storage larger than the file.
-  torch's default allow-list alone would let a file call ``bytearray(n)`` or ``torch.Tensor(n)`` for any
-  ``n`` and rebuild quantized, sparse or nested tensors.
-* During the load torch's process-wide allow-list is exactly ours (:func:`_torch_allow_list_is_ours`):
-  ``HistoryBuffer`` and ``argparse.Namespace`` resolve to placeholders of ours, never to the named class.
-* After torch, the result becomes plain data (:mod:`.plain_checkpoint`, :func:`_to_plain_loaded`); cycles,
-  nesting deeper than :data:`MAX_DEPTH`, tensors larger than the file and ``OrderedDict`` attributes other
-  than a state dict's ``_metadata`` are refused.
-
-A refusal is one sentence naming the file and what it asked for. Trusting a file is a per-command choice
-(``--trust-checkpoint`` in our tools, :func:`trusted_checkpoints` in code): only the files named there are
-unpickled without restrictions. Checkpoints our training writes (:func:`to_plain_checkpoint`) load with a plain
-``torch.load(f, weights_only=True)``.
+Before torch reads a byte, :func:`~.checkpoint_scan.scan_file` checks the archive and what each pickle calls
+(:data:`ALLOWED_GLOBALS`, :data:`CALLABLE`, :data:`NEWOBJ`); during the load torch's process-wide allow-list is
+exactly ours; after it the result becomes plain data (:func:`_to_plain_loaded`). A refusal is one sentence naming
+the file and what it asked for; trusting a file is a per-command choice (:mod:`.trust`). With
+:func:`register_mmengine_loaders`, mmengine's ``CheckpointLoader`` reads local and http(s) files the same way.
 """
 import collections
 import contextlib
@@ -35,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from .checkpoint_scan import STORAGES, ScanPolicy, describe, scan_file  # noqa: F401  (STORAGES: re-exported)
+from .checkpoint_scan import describe, scan_file
 from .checkpoint_scan import Refused as _Refusal
 from .plain_checkpoint import (LEAVES, NUMERIC_DTYPES, array_to_plain, drop_config_text,  # noqa: F401
                                history_buffer_from_plain, is_state_dict_metadata, keep_config_text,
@@ -44,7 +31,7 @@ from .trust import TRUST_HINT, add_trust_argument, is_trusted, trusted_checkpoin
 
 __all__ = ['UnsafeCheckpointError', 'ALLOWED_GLOBALS', 'load_checkpoint', 'to_plain_checkpoint',
            'history_buffer_from_plain', 'trusted_checkpoints', 'is_trusted', 'add_trust_argument',
-           'keep_config_text', 'register_mmengine_loaders']
+           'keep_config_text', 'load_local_checkpoint', 'register_mmengine_loaders']
 
 MAX_DEPTH = 100
 
@@ -91,8 +78,8 @@ _NP_CORE = ('numpy.core.multiarray', 'numpy._core.multiarray')
 _NP_PICKLE = dict(_reconstruct=np.zeros(0).__reduce__()[0], scalar=np.float32(0).__reduce__()[0])
 _DTYPES = {('torch', n): v for n, v in vars(torch).items() if isinstance(v, torch.dtype) and str(v) == f'torch.{n}'}
 
-#: Every global a checkpoint may name (besides the storage types of :data:`STORAGES`), and the object torch's
-#: unpickler gets for it. Pinned by tests/test_checkpoint_safety.py.
+#: Every global a checkpoint may name (besides the storage types of :data:`.checkpoint_scan.STORAGES`), and
+#: the object torch's unpickler gets for it. Pinned by tests/test_checkpoint_safety.py.
 ALLOWED_GLOBALS = {
     ('collections', 'OrderedDict'): collections.OrderedDict,
     ('torch._utils', '_rebuild_tensor_v2'): torch._utils._rebuild_tensor_v2,
@@ -123,7 +110,7 @@ CALLABLE = {k for k in ALLOWED_GLOBALS if k not in _DTYPES and k[1] not in (
     'Tensor', 'Parameter', 'ndarray', 'HistoryBuffer', 'Namespace')}
 #: classes a file may instantiate (NEWOBJ without arguments, then BUILD with their state)
 NEWOBJ = {('mmengine.logging.history_buffer', 'HistoryBuffer'), ('argparse', 'Namespace')}
-_POLICY = ScanPolicy(frozenset(ALLOWED_GLOBALS), frozenset(CALLABLE), frozenset(NEWOBJ))
+_POLICY = (frozenset(ALLOWED_GLOBALS), frozenset(CALLABLE), frozenset(NEWOBJ))
 #: torch's allow-list during a load: the objects above under the names torch does not know, and the types
 #: whose state torch then lets a file set (numpy's dtype classes, our placeholders)
 _TORCH_ENTRIES = [(v, f'{m}.{n}') for (m, n), v in ALLOWED_GLOBALS.items()
@@ -145,7 +132,7 @@ def _history_state(x):
 
 def _to_plain_loaded(obj, limit):
     """Replace numpy values and placeholders by plain data; refuse cycles, deep nesting, tensors larger than
-    the file and anything not plain."""
+    the file or with backward hooks, and anything not plain."""
     memo, active = {}, set()
 
     def walk(x, depth):
@@ -155,6 +142,8 @@ def _to_plain_loaded(obj, limit):
         if t in (torch.Tensor, torch.nn.Parameter):
             if x.numel() * x.element_size() > limit:
                 raise _Refusal(f'a tensor of {x.numel()} elements, larger than the file')
+            if x._backward_hooks:  # what the file gave _rebuild_tensor_v2 or _rebuild_parameter as hooks
+                raise _Refusal('a tensor with backward hooks')
             return x
         if id(x) in active:
             raise _Refusal('a self-referencing structure')
@@ -199,12 +188,9 @@ _ALLOW_LIST_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _torch_allow_list_is_ours():
-    """torch's process-wide allow-list holds exactly our entries during a load and the caller's after it.
-
-    ``torch.serialization.safe_globals`` would remove on exit entries the caller had added before, and the
-    caller's entries (mmengine's ``HistoryBuffer``, whose ``__setstate__`` writes its class) would reach our
-    load; a weights-only ``torch.load`` in another thread meanwhile sees our list.
-    """
+    """torch's process-wide allow-list holds exactly our entries during a load, the caller's after it (not
+    ``torch.serialization.safe_globals``: the caller's ``HistoryBuffer`` would reach our load, and entries the
+    caller shares with us would be gone after it); loads in other threads wait."""
     with _ALLOW_LIST_LOCK:
         saved = torch.serialization.get_safe_globals()
         torch.serialization.clear_safe_globals()
@@ -218,8 +204,7 @@ def _torch_allow_list_is_ours():
 
 @contextlib.contextmanager
 def _opened(file):
-    """The file at offset 0: a path opened once (torch reads the handle the scan read), or a file object's
-    bytes from its current position."""
+    """A path opened once (torch reads the handle the scan read), or a file object's bytes from where it is."""
     if isinstance(file, (str, os.PathLike)):
         with open(file, 'rb') as f:
             yield f
@@ -233,23 +218,13 @@ _READ_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyErro
 
 
 def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trusted: Optional[bool] = None) -> Any:
-    """Load a torch checkpoint as data (see the module docstring).
-
-    Args:
-        file: a path or a binary file object.
-        map_location: as in ``torch.load``.
-        source: the name used in error messages (default: the path).
-        trusted: ``True`` unpickles without restrictions (runs code from the file); ``None`` (default) does so
-            only for files inside :func:`trusted_checkpoints`.
-    """
+    """A torch checkpoint (a path or a binary file object) as data; ``source`` names it in errors.
+    ``trusted=True`` unpickles without restrictions (runs code from the file); ``None`` does so only for the
+    files of :func:`trusted_checkpoints`."""
     if source is None:
         source = os.fspath(file) if isinstance(file, (str, os.PathLike)) else getattr(file, 'name', '<file object>')
-    if trusted is None:
-        trusted = is_trusted(file)
-    if trusted:
+    if is_trusted(file) if trusted is None else trusted:
         return torch.load(file, map_location=map_location, weights_only=False)
-    if isinstance(file, (str, os.PathLike)) and os.fspath(file).endswith('.safetensors'):
-        return torch.load(file, map_location=map_location, weights_only=True)
     try:
         with _opened(file) as f:
             size = f.seek(0, io.SEEK_END)
@@ -268,7 +243,8 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
 
 
 # ---------------------------------------------------------------------------------------------- mmengine
-def _load_from_local(filename, map_location):
+def load_local_checkpoint(filename, map_location=None):
+    """mmengine ``CheckpointLoader`` scheme for local paths: the file read as data, stored config text dropped."""
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
@@ -276,24 +252,18 @@ def _load_from_local(filename, map_location):
 
 
 def _load_from_http(filename, map_location, model_dir=None, progress=True):
-    """mmengine's ``load_from_http`` made safe: downloaded once into torch's hub cache with a bounded wait and
-    the published hash checked (:func:`mmposmlp.utils.download.fetch`), then a data-only load."""
+    """mmengine's ``load_from_http`` made safe: downloaded once into torch's hub cache, the published hash
+    checked (:func:`mmposmlp.utils.download.fetch`), then read as data."""
     from .download import fetch
-    trusted = True if is_trusted(filename) else None
-
-    def load(path):
-        return load_checkpoint(path, map_location, source=filename, trusted=trusted)
-
-    return drop_config_text(fetch(filename, load), filename)
+    trusted = is_trusted(filename) or None
+    ckpt = fetch(filename, lambda path: load_checkpoint(path, map_location, source=filename, trusted=trusted))
+    return drop_config_text(ckpt, filename)
 
 
 def register_mmengine_loaders() -> None:
-    """Make mmengine's ``CheckpointLoader`` read local and http(s) files with :func:`load_checkpoint`
-    (mmengine's public ``register_scheme``; calling it again changes nothing).
-
-    Once registered, stock APIs (Inferencers, ``get_model``, ``init_recognizer``, the libraries'
-    tools/test.py) read mmengine checkpoints as data. Registering is the only global change; loads change nothing.
-    """
+    """Make mmengine's ``CheckpointLoader`` (public ``register_scheme``; idempotent) read local and http(s)
+    files with :func:`load_checkpoint`, so stock APIs (Inferencers, ``get_model``, the libraries'
+    tools/test.py) read checkpoints as data. Registering is the only global change; loads change nothing."""
     from mmengine.runner.checkpoint import CheckpointLoader
-    CheckpointLoader.register_scheme(prefixes='', loader=_load_from_local, force=True)
+    CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
     CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), loader=_load_from_http, force=True)
