@@ -194,7 +194,7 @@ def test_arch_params(arch, paper):
 
 @pytest.mark.parametrize('kw,paper', [
     (dict(block_type='PoSGU'), 7.95e6), (dict(block_type='PoTGU'), 7.65e6),
-    pytest.param(dict(block_type='PoSTGU'), 17.19e6, marks=pytest.mark.slow),  # 3136^2 index buffers
+    (dict(block_type='PoSTGU'), 17.19e6),
     (dict(block_type='PoTGU->PoSGU'), 13.51e6),
     (dict(block_type='PoSGU->PoTGU'), 13.51e6), (dict(gate_type='sgu'), 13.83e6),
     (dict(parallel_version='v2'), 13.49e6), (dict(parallel_version='v3'), 9.80e6),
