@@ -194,7 +194,7 @@ def test_arch_params(arch, paper):
 
 @pytest.mark.parametrize('kw,paper', [
     (dict(block_type='PoSGU'), 7.95e6), (dict(block_type='PoTGU'), 7.65e6),
-    pytest.param(dict(block_type='PoSTGU'), 17.19e6, marks=pytest.mark.slow),  # 3136^2 index buffers
+    (dict(block_type='PoSTGU'), 17.19e6),
     (dict(block_type='PoTGU->PoSGU'), 13.51e6),
     (dict(block_type='PoSGU->PoTGU'), 13.51e6), (dict(gate_type='sgu'), 13.83e6),
     (dict(parallel_version='v2'), 13.49e6), (dict(parallel_version='v3'), 9.80e6),
@@ -446,3 +446,74 @@ def test_gate_options_returning_all_hidden_channels_are_refused(gate_cfg):
     from mmposmlp.models.backbones.posmlp_video import PosMLPVideo
     with pytest.raises(ValueError, match="PosMLP-Video blocks take half of the hidden channels"):
         PosMLPVideo(arch='s', gate_cfg=gate_cfg)
+
+
+# ------------------------------------------------------------------ memory of the joint (PoSTGU) units
+@pytest.mark.parametrize('window', [(3, 4, 5), (5, 7), (8, )])
+@pytest.mark.parametrize('graph', [False, True], ids=['eager', 'export-gather'])
+def test_lrpe_lookup_equals_the_flat_index(window, graph):
+    """The LRPE matrices equal ``table[relative_position_index]`` bit for bit (fp64), for all groups and one
+    group at a time, and so do the table gradients up to summation order - in eager mode (strided copies,
+    slice sums) and in graphs (a gather through per-axis indices)."""
+    from mmposmlp.models.layers.relative_position import LearnedPositionMixing
+    torch.manual_seed(0)
+    m = LearnedPositionMixing(window, 3).double()
+    torch.nn.init.normal_(m.relative_position_table)
+    m.export_mode = graph
+    table, n = m.relative_position_table, m.num_tokens
+
+    def flat():
+        return table[relative_position_index(window).view(-1)].view(n, n, 3).permute(2, 0, 1)
+
+    def grad(p, up):
+        return torch.autograd.grad(p, table, up)[0]
+
+    assert torch.equal(m.logits(), flat())
+    assert torch.equal(m.relative_index, relative_position_index(window))
+    up = torch.randn(3, n, n, dtype=torch.float64)
+    torch.testing.assert_close(grad(m.logits(), up), grad(flat(), up), rtol=1e-13, atol=1e-12)
+    for g in range(3):
+        assert torch.equal(m.group_logits(g), flat()[g:g + 1])
+        torch.testing.assert_close(grad(m.group_logits(g), up[g:g + 1]), grad(flat()[g:g + 1], up[g:g + 1]),
+                                   rtol=1e-13, atol=1e-12)
+
+
+def test_joint_window_unit_holds_no_token_pair_index():
+    """A 16x14x14 PoSTGU unit (N = 3136) keeps its per-axis indices only (hundreds of entries), not an
+    (N, N) index (78 MB of int64 per unit)."""
+    unit = PositionalGatingUnit(2 * 288, (16, 14, 14), 32, 'glrpe')
+    held = sum(b.numel() for b in unit.buffers())
+    assert held < 1000, [(n, tuple(b.shape)) for n, b in unit.named_buffers()]
+    assert unit.state_dict().keys() == {'token_bias', 'mixing.relative_position_table'}
+
+
+def _allocation_watch():
+    from toolcfg import load_tool
+    return load_tool('.dev_scripts', 'postgu_paper_size.py')
+
+
+@pytest.mark.parametrize('gate_type', ['glrpe', 'ggqpe'])
+def test_postgu_training_step_never_allocates_all_groups_matrices(gate_type, monkeypatch):
+    """A PoSTGU training step (forward, loss, backward) whose units build their positional matrices one
+    group at a time allocates one group's (N, N) matrices at most, never those of all groups; with the
+    per-group path off (the dense path) the same watch sees them, so the check can fail."""
+    from mmposmlp.models.layers import gating
+    tool = _allocation_watch()
+    m = tiny(block_type='PoSTGU', gate_type=gate_type).train()
+    x = torch.randn(1, 3, 3, 28, 28)  # padded windows: masked matrices too
+
+    def step(units):
+        watch = tool.AllocationWatch(units)
+        with watch:
+            m(x).square().mean().backward()
+        return watch
+
+    monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 0)
+    units = tool.groupwise_units(m)
+    assert len(units) == 4
+    grouped = step(units)
+    assert grouped.dense == []
+    assert max(b for b, _, _ in grouped.largest) >= 64 * 64 * 4  # one group's (N, N) matrix was built
+    monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 1 << 40)
+    dense = step(units)
+    assert {d.split(':')[0] for d in dense.dense} == {u['name'] for u in units}

@@ -4,13 +4,14 @@ bit-identically to an uninterrupted run (mmposmlp.PreemptionHook).
 Default suite: the narrow PosMLP toy classifier (drop path, Mixup/CutMix, EMA, a warm-up schedule),
 ``num_workers=0``, signalled three times in a row: SIGUSR1 in iteration 3, SIGTERM in the validation after
 iteration 4, and in iteration 7 a signal followed by a second one while the checkpoint is being written (the
-job ends at once; the interval checkpoint of iteration 6 stays the one to resume from). Then two processes
-through tools/dist_train.sh: SIGTERM to the launcher saves one checkpoint, every rank exits 99 and the resumed
-job ends identical to an uninterrupted 2-process one. ``slow``: ``num_workers=2``, and a rank that dies
-instead of agreeing.
+job ends at once; the interval checkpoint of iteration 6 stays the one to resume from); and with
+``num_workers=2, persistent_workers=True`` signalled after the data's epoch boundary. ``slow``: two processes
+through tools/dist_train.sh (SIGTERM to the launcher saves one checkpoint, every rank exits 99 and the resumed
+job ends identical to an uninterrupted 2-process one), and a rank that dies instead of agreeing.
 """
 import os
 import os.path as osp
+import re
 import signal
 import subprocess
 import sys
@@ -151,6 +152,36 @@ def test_signalled_three_times_resumes_bit_identically(narrow, monkeypatch):
     assert_same_run(ref, work, ITERS, with_ema=True)
 
 
+
+# ---- persistent data workers with an iteration-based loop ------------------------------------------------------
+PERSISTENT_ITERS = 10  # 24 toy images, batch 4: 6 batches per epoch of the data, so the stop is in its second
+
+
+def test_persistent_workers_iteration_loop_signalled_resumes_bit_identically(toy_data, tmp_path, monkeypatch):
+    """``IterBasedTrainLoop`` with ``num_workers=2, persistent_workers=True``: the workers' random streams run on over
+    the data's epoch boundary after batch 6. SIGUSR1 in iteration 9 -> iter_9.pth; ``--resume`` loads and drops the 9
+    trained batches with the same workers, replaying their streams, and iteration 10 ends bit-identical to the
+    uninterrupted run (weights, EMA, optimizer, schedulers, random states, every logged value)."""
+    cwd, cfg = _case(tmp_path, toy_data, workers=2, iters=PERSISTENT_ITERS,
+                     extra="train_dataloader['persistent_workers'] = True\n")
+    from mmengine.config import Config
+    loader = Config.fromfile(cfg, import_custom_modules=False).train_dataloader
+    assert (loader.num_workers, loader.persistent_workers, loader.sampler.type) == (2, True, 'DefaultSampler')
+    ref = osp.join(cwd, 'ref')
+    rc, log = launch(cfg, ref, cwd)
+    assert rc == 0, log[-4000:]
+    assert log.count('Reach the end of the dataloader') == 1, log[-3000:]  # the workers crossed an epoch
+    sanity_check_training_moves(ref, PERSISTENT_ITERS)
+    work = osp.join(cwd, 'signalled')
+    rc, log = _signalled(cfg, work, cwd, 'iter:9:SIGUSR1', monkeypatch, resume=False)
+    assert rc == PREEMPTED, log[-4000:]
+    assert _preempted_record(work)['iter'] == '9'
+    rc, log = launch(cfg, work, cwd, resume=True)
+    assert rc == 0, log[-4000:]
+    assert 'iter_9.pth' in log and 'Advance dataloader 9 steps' in log, log[-3000:]
+    assert_same_run(ref, work, PERSISTENT_ITERS, with_ema=True)
+
+
 def test_a_signal_outside_training_does_what_it_did_before(tmp_path):
     """Built but not training (e.g. tools/test.py with the hook in custom_hooks): SIGTERM still ends the process."""
     script = tmp_path / 'idle.py'
@@ -272,6 +303,49 @@ def test_a_rank_that_dies_instead_of_agreeing_is_named(toy_data, tmp_path):
     last = err.strip().splitlines()[-1]
     assert last.startswith('ERROR: rank 1 (local rank 1 on ') and 'exited with code -9 (SIGKILL)' in last, err[-3000:]
     assert not osp.exists(osp.join(work, 'preempted'))
+    from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
+    assert find_last_complete_checkpoint(work).endswith('iter_2.pth')
+
+
+
+STUCK_HOOK = '''
+
+
+@HOOKS.register_module()
+class StuckAtHook(Hook):
+    """STUCK_AT=N, STUCK_RANK=R: rank R sleeps for an hour after iteration N (a rank that stops taking part)."""
+    priority = 'HIGHEST'
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        from mmengine.dist import get_rank
+        if runner.iter + 1 == int(os.environ.get('STUCK_AT', '0')) and get_rank() == int(os.environ['STUCK_RANK']):
+            time.sleep(3600)
+'''
+
+
+@pytest.mark.slow
+def test_a_stuck_rank_does_not_keep_the_others_from_agreeing(toy_data, tmp_path):
+    """gloo, 2 processes: rank 1 stops taking part after iteration 3 (asleep, as a rank stuck elsewhere); rank 0,
+    signalled in iteration 3, still agrees a stopping point through the store (iteration 4) with no collective,
+    waits for that iteration, whose gradient all-reduce cannot finish, and ends the job when its grace period runs
+    out, naming the point it waited for: no checkpoint of the stop, the interval checkpoint stays the last one."""
+    grace = 20
+    cwd, cfg = _dist_case(tmp_path, toy_data, extra=f"""
+custom_hooks = [dict(type='EMAHook', momentum=0.1, priority='ABOVE_NORMAL'), dict(type='SignalAtHook'),
+                dict(type='StuckAtHook'), dict(type='mmposmlp.PreemptionHook', grace_period={grace})]
+""")
+    with open(tmp_path / 'cfg' / 'kill_hook.py', 'a') as f:
+        f.write(STUCK_HOOK)
+    work = osp.join(cwd, 'work')
+    p = _start_dist(cfg, work, cwd, mark_at=0, SIGNAL_AT='iter:3:SIGUSR1', SIGNAL_RANK='0', STUCK_AT='3',
+                    STUCK_RANK='1')
+    out, err = p.communicate(timeout=600)  # bounded: a hang would end in the process group's 30 min timeout
+    assert p.returncode == 1, (out[-2000:], err[-4000:])
+    assert (f'ERROR: rank 0 could not stop and save within the grace period of {grace} s after SIGUSR1 (it waited '
+            'for the end of iteration 4, the agreed stopping point)') in err, err[-4000:]
+    last = err.strip().splitlines()[-1]
+    assert re.search(r'^ERROR: rank [01] \(local rank [01] on .* exited with code', last), err[-3000:]
+    assert not osp.exists(osp.join(work, 'preempted')) and not osp.exists(osp.join(work, 'iter_4.pth'))
     from mmposmlp.engine.checkpoint import find_last_complete_checkpoint
     assert find_last_complete_checkpoint(work).endswith('iter_2.pth')
 

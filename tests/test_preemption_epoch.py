@@ -5,8 +5,9 @@ random states, every logged loss, learning rate and metric, and the epoch/batch 
 
 Default suite: the narrow PosMLP toy classifier (drop path, Mixup/CutMix, EMA), 3 epochs of 6 batches, with
 ``num_workers=0`` signalled three times in a row (after the last batch of epoch 1, in the middle of epoch 2, in
-the validation after epoch 2), and with ``num_workers=2`` (and persistent workers) signalled once in the middle of
-epoch 2; persistent workers also resumed from an epoch's end. ``slow``: a toy config of every family (Mask R-CNN
+the validation after epoch 2), with ``num_workers=2`` signalled once in the middle of epoch 2, and with persistent
+workers signalled after the last batch of epoch 1 and in the middle of epoch 2; persistent workers also resumed
+from an epoch's end. ``slow``: a toy config of every family (Mask R-CNN
 PosMLP-T as mmdet's default, PosMLP-Video, Wave-MLP RetinaNet, PVT+PEG FPN, CPVT, IMLP), 2 epochs of 4 batches
 signalled in the middle of epoch 2, with ``num_workers`` 0, 2 and 2 persistent.
 """
@@ -83,7 +84,9 @@ def cfg_text(cfg):
 def test_mid_epoch_signals_resume_bit_identically(epoch_case, monkeypatch):
     workers, cwd, cfg, ref = epoch_case
     work = osp.join(cwd, 'signalled')
-    stops = ['iter:9:SIGUSR1'] if workers else ['iter:6:SIGTERM', 'iter:9:SIGUSR1', 'val:12:SIGTERM']
+    persistent = PERSISTENT in cfg_text(cfg)
+    stops = (['iter:6:SIGTERM', 'iter:9:SIGUSR1'] if persistent else ['iter:9:SIGUSR1'] if workers
+             else ['iter:6:SIGTERM', 'iter:9:SIGUSR1', 'val:12:SIGTERM'])
     for i, spec in enumerate(stops):
         rc, log = _signalled(cfg, work, cwd, spec, monkeypatch, resume=i > 0)
         assert rc == PREEMPTED, log[-4000:]
@@ -91,12 +94,16 @@ def test_mid_epoch_signals_resume_bit_identically(epoch_case, monkeypatch):
         assert _preempted_record(work)['iter'] == str(n)
         ckpt = safe_torch_load(osp.join(work, f'iter_{n}.pth'))
         assert ckpt['meta']['iter'] == n
+        rng = ckpt['resume_state']['rng'][0]
         if spec.startswith('iter:'):
             assert ckpt['meta']['epoch'] == (n - 1) // BATCHES and not ckpt['resume_state']['at_epoch_end']
-            assert 'epoch_start' in ckpt['resume_state']['rng'][0]
-            assert ('workers' in ckpt['resume_state']['rng'][0]['epoch_start']) == (PERSISTENT in cfg_text(cfg))
         else:
             assert ckpt['meta']['epoch'] == n // BATCHES and ckpt['resume_state']['at_epoch_end']
+        if n % BATCHES:  # batches of the epoch left: its start's states (the workers' among them), nothing else
+            assert 'epoch_start' in rng and 'workers' not in rng
+            assert ('workers' in rng['epoch_start']) == (persistent and n > BATCHES)
+        else:  # the epoch's batches all trained: the persistent workers' latest states only
+            assert 'epoch_start' not in rng and ('workers' in rng) == persistent
     rc, log = launch(cfg, work, cwd, resume=True)
     assert rc == 0, log[-4000:]
     assert f'iter_{n}.pth' in log

@@ -16,8 +16,10 @@ interval) from the first batch of its epoch, training the batches already traine
 With persistent data workers (``persistent_workers=True``, ``num_workers > 0``, as mmdet's base configs set), each
 worker's random streams run on from epoch to epoch, which a resumed run's new workers would not have. The loop
 therefore has each batch come back with the random states of the worker that made it
-(:class:`WorkerStateCollate`), keeps the latest per worker, and stores those of the epoch's start with the
-epoch-start states; a resumed run's workers take them before they load anything (:class:`ResumedWorkerInit`).
+(:class:`WorkerStateCollate`) and keeps the latest per worker. A checkpoint inside an epoch stores those of the
+epoch's start with the epoch-start states (the resumed run loads that epoch's trained batches again); one after
+the epoch's last batch stores the latest. A resumed run's workers take them before they load anything
+(:class:`ResumedWorkerInit`).
 
 ``mmposmlp.Runner.build_train_loop`` builds it wherever a config asks for mmengine's ``EpochBasedTrainLoop``
 (``type='EpochBasedTrainLoop'`` or ``by_epoch=True``, as the mmdet, mmpretrain and mmaction2 base configs write
@@ -94,6 +96,16 @@ class ExactEpochBasedTrainLoop(EpochBasedTrainLoop):
         after the already-trained batches are skipped."""
         self._resume_rng = (epoch_start_rng, stop_rng)
 
+    def rng_state_to_resume(self, position: int) -> dict:
+        """What a checkpoint after ``position`` trained iterations needs of this loop's random states, besides the
+        main process's: within an epoch with batches left, those of the epoch's start (``'epoch_start'``, with the
+        persistent workers' of that moment; a resumed run creates that epoch's data iterator again); otherwise
+        (the epoch's batches all trained) the persistent workers' latest (``'workers'``)."""
+        in_epoch = position - self.epoch * len(self.dataloader)
+        if 0 < in_epoch < len(self.dataloader) and self.epoch_start_rng_state is not None:
+            return dict(epoch_start=self.epoch_start_rng_state)
+        return dict(workers=dict(self.worker_rng_states)) if self.worker_rng_states else {}
+
     @property
     def batches_done_in_epoch(self) -> int:
         """Batches of the current epoch already trained (non-zero only after a mid-epoch resume)."""
@@ -115,6 +127,8 @@ class ExactEpochBasedTrainLoop(EpochBasedTrainLoop):
         if resume is not None and resume[0] is not None:
             restore_rng_state(resume[0])
             self.resume_workers(resume[0].get('workers'))
+        if resume is not None and skip >= len(self.dataloader):  # no batch left: the workers go on from the stop
+            self.resume_workers(resume[1].get('workers'))
         self.epoch_start_rng_state = capture_rng_state()
         if self.worker_rng_states:
             self.epoch_start_rng_state['workers'] = dict(self.worker_rng_states)

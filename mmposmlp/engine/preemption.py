@@ -273,17 +273,21 @@ class PreemptionHook(Hook):
         done = runner.iter + 1
         margin = self.margin if self._store is not None else 0
         stop = self._agreed(done + margin)
-        if stop is None or done < stop:
+        if stop is None:
+            return
+        if done < stop:
+            self._waiting_for = f'the end of iteration {stop}, the agreed stopping point'
             return
         if done > stop:
             self._cannot_agree(done, stop)
         from mmposmlp.engine.resume_state import capture_train_rng_state
-        self._stop(runner, done, capture_train_rng_state(runner))
+        self._stop(runner, done, capture_train_rng_state(runner, done))
 
     def before_val(self, runner) -> None:
         if self._active:
             from mmposmlp.engine.resume_state import capture_train_rng_state
-            self._train_rng = capture_train_rng_state(runner)  # the training position's (validation draws its own)
+            # the training position's states (validation draws its own)
+            self._train_rng = capture_train_rng_state(runner, runner.iter)
             self._val_count += 1
 
     def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:

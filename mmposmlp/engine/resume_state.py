@@ -33,8 +33,10 @@ one at the first stochastic layer. :class:`ExactResumeHook` closes that gap:
 
 Exactness needs a fixed ``randomness.seed`` (otherwise mmengine seeds the data workers and the sampler
 with a new random seed in every run). Persistent data workers (``persistent_workers=True``) carry their random
-streams from epoch to epoch: with mmengine's epoch loop their states travel too (``'workers'``); with an
-iteration-based loop the skip loads every batch since the run's start, so they replay their streams.
+streams from epoch to epoch: with mmengine's epoch loop their states travel too, once, where the stopping point
+needs them (inside an epoch in ``'epoch_start'``, once the epoch's batches are all trained as ``'workers'``); with
+an iteration-based loop the skip loads every batch since the run's start with the same workers, so they replay
+their streams.
 """
 import os
 import os.path as osp
@@ -70,18 +72,14 @@ def capture_rng_state() -> dict:
     return state
 
 
-def capture_train_rng_state(runner, at_epoch_end: bool = False) -> dict:
-    """:func:`capture_rng_state` at a training position; with an epoch loop that records the states of its
-    epoch's start (:class:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop`), those too, as ``'epoch_start'``
-    (not at an epoch's end), and its persistent data workers' latest states as ``'workers'``."""
+def capture_train_rng_state(runner, position: int) -> dict:
+    """:func:`capture_rng_state` after ``position`` trained iterations, with what the train loop needs to resume
+    there (:meth:`~mmposmlp.engine.loops.ExactEpochBasedTrainLoop.rng_state_to_resume`: the states of the epoch's
+    start as ``'epoch_start'`` inside an epoch, its persistent data workers' latest as ``'workers'`` at its end)."""
     state = capture_rng_state()
-    loop = runner.train_loop
-    workers = getattr(loop, 'worker_rng_states', None)
-    if workers:
-        state['workers'] = dict(workers)
-    epoch_start = getattr(loop, 'epoch_start_rng_state', None)
-    if epoch_start is not None and not at_epoch_end:
-        state['epoch_start'] = epoch_start
+    to_resume = getattr(runner.train_loop, 'rng_state_to_resume', None)
+    if to_resume is not None:
+        state.update(to_resume(position))
     return state
 
 
@@ -263,7 +261,7 @@ class ExactResumeHook(Hook):
     # ---- saving -------------------------------------------------------------------------------
     def _capture_all(self, runner, iteration: int, epoch: int, at_epoch_end: bool) -> None:
         dist = _dist()
-        state = capture_train_rng_state(runner, at_epoch_end)
+        state = capture_train_rng_state(runner, iteration)
         states = dist.all_gather_object(state) if dist.get_world_size() > 1 else [state]
         self._pending = dict(world_size=len(states), iter=iteration, epoch=epoch, at_epoch_end=at_epoch_end,
                              rng=list(states))
