@@ -111,14 +111,25 @@ def _configs_with_paper_flops():
 TOLERANCE = 0.05
 
 
-# Known disagreement, kept visible: PosMLP-Video Table 5 prints 20.38G for 8-frame windows, half of the
-# 16-frame windows' 40.49G, as if counted on 8 input frames; windows do not change the FC layers that carry
-# most FLOPs, and the 16-frame clip of the config counts 40.27G.
-KNOWN_MISMATCH = {'posmlp-video-s-w8x14_4xb8-u16-60e_sthv1-rgb'}
+# Known disagreements, kept visible (strict xfail: the test fails when one disappears).
+KNOWN_MISMATCH = {
+    # PosMLP-Video Table 5 prints 20.38G for 8-frame windows, half of the 16-frame windows' 40.49G, as if
+    # counted on 8 input frames; windows do not change the FC layers that carry most FLOPs, and the 16-frame
+    # clip of the config counts 40.27G.
+    'posmlp-video-s-w8x14_4xb8-u16-60e_sthv1-rgb': 'paper figure for another input',
+    # Wave-MLP Table 4 prints GFNet's Swin figures for its Semantic FPN Swin rows: 274G / 182G, 3.85x what
+    # the 512x512 configs count (71.1G / 47.4G), about what 4x the pixels gives.
+    'fpn_swin-s_4xb8-40k_ade20k-512x512': 'paper figure for another input',
+    'fpn_swin-t_4xb8-40k_ade20k-512x512': 'paper figure for another input',
+}
+
+# IMLP Table 1 counts conv / linear / norm modules only (no attention matmuls, no functional convs): the
+# LVT rows are compared in that counting by tests/test_lvt.py::test_config_flops_match_table1_in_the_papers_counting.
+COUNTED_ELSEWHERE = ('lvt-',)
 
 
 def _flops_params():
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason='paper figure for another input'))
+    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISMATCH[osp.basename(p)[:-3]]))
             if osp.basename(p)[:-3] in KNOWN_MISMATCH else p for p in _configs_with_paper_flops()]
 
 
@@ -131,5 +142,7 @@ def test_flops_match_every_paper_figure(cfg_path):
         pytest.skip(row['note'])
     if rep.get('input') and rep['input'] != row['input'] or row['counted'] == 'backbone+neck':
         pytest.skip(f"paper counts another input / part ({rep.get('input')}, {row['counted']})")
+    if osp.basename(cfg_path).startswith(COUNTED_ELSEWHERE):
+        pytest.skip('the paper counts modules only: compared in that counting by tests/test_lvt.py')
     rel = abs(row['gflops'] - rep['gflops']) / rep['gflops']
     assert rel <= TOLERANCE, f"{row['gflops']:.3f}G vs paper {rep['gflops']}G ({rep['source']})"

@@ -300,8 +300,9 @@ class LearnedPositionMixing(_PositionMixing):
 
     def _lookup(self, table: torch.Tensor) -> torch.Tensor:
         """``table[relative_position_index]`` for ``table`` (rows, ...): ``(N, N, ...)``
-        (:class:`RelativeTableLookup`; plain autograd in exported and compiled graphs)."""
-        if not (exporting(self) or is_compiling()):
+        (:class:`RelativeTableLookup`; plain autograd in exported, compiled and traced graphs: FLOP
+        counters trace the model and know a gather, not a Python function)."""
+        if not (exporting(self) or is_compiling() or torch.jit.is_tracing()):
             return RelativeTableLookup.apply(table, self.window)
         # in graphs: a gather through the per-axis indices, with autograd's backward
         index = tuple(getattr(self, f'axis_index_{axis}') for axis in range(len(self.window)))
