@@ -211,9 +211,10 @@ class GatedMLPFunction(torch.autograd.Function):
                 (grad_base if k is None else grad_masked[k]).add_(grad_matrix)
             if grad_fixed is not None:
                 grad_masked += grad_fixed
-        del a, out, grad_y, grad_mixed
+        # free the activation and its gradient (the loop's views too) before the hidden-sized gradients below
+        del a, out, act, u, v, mixed, grad_y, grad_mixed
         grad_h = torch.ops.aten.gelu_backward(grad_a, h, approximate=spec.approximate)
-        del grad_a
+        del grad_a, grad_act, grad_u, grad_v
         grad_w1 = None
         grad_xn = rows.new_empty(rows.shape) if need[0] or need[1] or need[2] else None
         for (_, first, end, _), block in _blocks(grad_h, hidden, spec.runs, N):
