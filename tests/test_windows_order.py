@@ -10,6 +10,7 @@ import torch.nn as nn
 from mmposmlp.models.layers import gating
 from mmposmlp.models.layers.gating import PositionalGatingUnit
 from mmposmlp.models.layers.windows import WindowLayout, map_layout, pad_to_multiple, padded_shape
+from test_token_mixing import _randomized, _saved_bytes
 
 CASES = [((11, 15), (4, 4), (0, 0)), ((11, 15), (4, 4), (2, 2)), ((12, 12), (4, 4), (2, 2)),
          ((9, 14), (4, 4), (0, 2)), ((8, 8), (4, 4), (0, 0))]
@@ -60,26 +61,6 @@ def test_ordered_runs_hold_one_mask_each(valid, window, shift):
     assert sub[0][1] == 0 and sub[-1][2] == nw + 2
 
 
-def _saved_bytes(fn):
-    """Bytes autograd keeps for backward while ``fn()`` runs (each storage once)."""
-    seen = {}
-
-    def pack(t):
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
-    return out, sum(seen.values())
-
-
-def _random(module, std=0.5):
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0, std)
-    return module
-
-
 @pytest.mark.parametrize('valid,window,shift', CASES)
 @pytest.mark.parametrize('cin', [8, 40, 160])
 def test_token_mixing_on_ordered_windows_equals_row_major(valid, window, shift, cin, monkeypatch):
@@ -90,8 +71,8 @@ def test_token_mixing_on_ordered_windows_equals_row_major(valid, window, shift, 
     torch.manual_seed(0)
     hidden, groups = 48, 4
     fc1, fc2 = nn.Linear(cin, hidden).double(), nn.Linear(hidden // 2, 5).double()
-    norm = _random(nn.LayerNorm(cin).double(), 0.3)
-    gate = _random(PositionalGatingUnit(hidden, window, groups, 'ggqpe').double())
+    norm = _randomized(nn.LayerNorm(cin).double(), 0.3)
+    gate = _randomized(PositionalGatingUnit(hidden, window, groups, 'ggqpe').double())
     act = nn.GELU()
     ordered, plain = _layouts(valid, window, shift)
     x = torch.randn(2, *valid, cin, dtype=torch.float64, requires_grad=True)
