@@ -320,7 +320,7 @@ MUTANTS = [
          tests=['tests/test_lvt.py', '-k', 'official or mix_token'],
          why='a dense stage passes a different map on than the one it returns'),
     dict(id='stalled-local-rank-not-killed', file='mmposmlp/utils/dist.py',
-         find='                        self._end_stalled(store, r)\n', replace='',
+         find="'limit.', before_exit=lambda: self._end_stalled(store, r))", replace="'limit.')",
          tests=['tests/test_dist_faults.py', '-k', 'stopped'],
          why="a stopped rank is left to torchrun's 30 s SIGTERM grace instead of ending the job now"),
     dict(id='stalled-remote-rank-not-killed', file='mmposmlp/utils/dist.py',

@@ -257,9 +257,13 @@ class RankWatchdog:
                                           timeout=datetime.timedelta(seconds=max(5.0, min(60.0, self.timeout))))
         return self._client
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, before_exit=None) -> None:
+        """Print ``message``, run ``before_exit`` (if any), end this process. The line comes first: ending a
+        stalled rank closes its connections, and this rank's main thread may then die in a collective."""
         import sys
         print(f'ERROR: {message}', file=sys.stderr, flush=True)
+        if before_exit is not None:
+            before_exit()
         os._exit(STALL_EXIT_CODE)
 
     @staticmethod
@@ -323,10 +327,9 @@ class RankWatchdog:
                     silent = now - changed.get(r, start)
                     if silent > self.timeout:
                         what = 'sent no heartbeat' if value is None else 'stopped sending heartbeats'
-                        self._end_stalled(store, r)
                         self._fail(f'rank {r} has {what} for {silent:.0f} s (its process is stopped, hung or cut '
                                    f'off): ending the job. {STALL_TIMEOUT_ENV} (now {self.timeout:g} s) sets this '
-                                   'limit.')
+                                   'limit.', before_exit=lambda: self._end_stalled(store, r))
                 self._stop.wait(self.period)
         except Exception as exc:  # noqa: BLE001  (a store that stops answering is a stall, too)
             if self._stop.is_set():
