@@ -271,8 +271,8 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         base, masked = self.mixing.matrices(patterns)
         runs = _mixing_runs(layout, masked, 0, B * nW, self._by_run(weights))
         # the mixing is recomputed in backward where it costs less than a quarter of the FCs' work
-        fc_macs = w1.shape[1] * w1.shape[0] + w2.shape[1] * w2.shape[0]
-        cheap = 4 * w2.shape[1] * N <= fc_macs
+        mixing_macs, fc_macs = self._macs_per_token(weights)
+        cheap = 4 * mixing_macs <= fc_macs
         spec = GatedMLPSpec(self.groups, N, runs, act.approximate, None if norm is None else norm.eps, cheap)
         ln_w, ln_b = (None, None) if norm is None else (norm.weight, norm.bias)
         return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, base, masked, self.token_bias, spec)
@@ -301,12 +301,16 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         z_t = torch.addmm(bias2[:, None], w2, y) if bias2 is not None else torch.mm(w2, y)
         return z_t.t()
 
+    def _macs_per_token(self, weights):
+        """``(token mixing, fc1 + fc2)`` multiply-adds per token of the gated MLP with ``weights``."""
+        w1, _, w2 = weights
+        return w2.shape[1] * self.num_tokens, w1.shape[1] * w1.shape[0] + w2.shape[1] * w2.shape[0]
+
     def _by_run(self, weights) -> bool:
         """Whether the token mixing costs enough next to the FCs (``weights``) to process the windows run
         by run (:data:`RUNS_MIXING_SHARE`)."""
-        w1, _, w2 = weights
-        fc_macs = w1.shape[1] * w1.shape[0] + w2.shape[1] * w2.shape[0]
-        return w2.shape[1] * self.num_tokens >= RUNS_MIXING_SHARE * fc_macs
+        mixing_macs, fc_macs = self._macs_per_token(weights)
+        return mixing_macs >= RUNS_MIXING_SHARE * fc_macs
 
     def _group_major_weights(self, fc1: nn.Linear, fc2: nn.Linear):
         """``fc1`` rows and ``fc2`` columns with channel ``k*G+g`` of each half moved to ``g*K+k``."""
