@@ -290,8 +290,8 @@ def bombs():
     return out
 
 
-def write(tmp_path, name, data):
-    path = tmp_path / (name.replace(' ', '_').replace('/', '_').replace('*', '') + '.pth')
+def write(tmp_path, name, data, suffix='.pth'):
+    path = tmp_path / (name.replace(' ', '_').replace('/', '_').replace('*', '') + suffix)
     path.write_bytes(data)
     return str(path)
 
@@ -374,12 +374,13 @@ def test_allowed_globals_are_pinned_and_map_to_our_checkers():
     assert {'.'.join(k) for k in set(allowed) - defaults if k[0] != '__builtin__'} <= unsafe
 
 
+@pytest.mark.parametrize('suffix', ['.pth', '.safetensors'])  # a file's name never skips a check
 @pytest.mark.parametrize('index', range(len(payloads('M'))), ids=[n for n, _ in payloads('M')])
-def test_crafted_payload_is_refused(index, tmp_path):
+def test_crafted_payload_is_refused(index, suffix, tmp_path):
     from mmposmlp.utils.safe_load import load_checkpoint
     marker = str(tmp_path / 'MARKER')
     name, data = payloads(marker)[index]
-    assert_refused(load_checkpoint, write(tmp_path, name, data), marker)
+    assert_refused(load_checkpoint, write(tmp_path, name, data, suffix), marker)
 
 
 def test_malicious_object_via_torch_save_is_refused(tmp_path):
