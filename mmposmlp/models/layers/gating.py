@@ -26,8 +26,8 @@ from mmposmlp.utils.compat import is_compiling
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
                                 cached_on_tensors, infer_window, resize_grid_values)
 from .export_mode import ExportModeMixin, exporting, torch_is_exporting
-from .token_mixing import (GatedMLPFunction, GatedMLPSpec, GroupwiseMixingFunction, apply_token_mixing,
-                           mix_windows)
+from .token_mixing import (EACH, GatedMLPFunction, GatedMLPSpec, GroupwiseMixingFunction, apply_token_mixing,
+                           mix_run)
 from .windows import WindowLayout
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
@@ -73,21 +73,26 @@ GROUPWISE_BYTES = 128 << 20
 
 #: the windows of a mask-ordered layout are processed run by run (one matrix per run, but ``fc1`` and ``fc2``
 #: cut into one GEMM per run) where the token mixing costs at least this share of the FCs' multiply-adds;
-#: below it the masked windows are recomputed instead. Measured on PosMLP-T at 800x1344, one thread: by
-#: run faster at stages 0-2 (mixing 68% / 34% / 17% of the FCs), slower at stage 3 (2.1%, 49-token runs)
+#: below it the FCs take all windows at once and only the mixing goes run by run (each run's rows copied
+#: out and back). Measured on PosMLP-T at 800x1344, one thread: by run faster at stages 0-2 (mixing 68% /
+#: 34% / 17% of the FCs), slower at stage 3 (2.1%, 49-token runs)
 RUNS_MIXING_SHARE = 1 / 16
 
 
 def _mixing_runs(layout: Optional[WindowLayout], masked: Optional[torch.Tensor], start: int, count: int,
                  by_run: bool = True):
     """:data:`~.token_mixing.MixingRun` s of windows ``start .. start + count``: one per run of a
-    mask-ordered layout (``by_run``), else one for all windows with the masked ones listed for
+    mask-ordered layout (``by_run``), else one for all windows: of a mask-ordered layout, its runs each
+    mixed once (:data:`~.token_mixing.EACH`); of a row-major layout, with the masked windows listed for
     recomputation."""
     if masked is None or layout is None or not layout.masked_patterns:
         return ((None, 0, count, []), )
-    if layout.ordered and by_run:
-        return tuple((k, first, end, []) for k, first, end in layout.runs(start, count))
-    return ((None, 0, count, layout.masked_rows(start, count)), )
+    if not layout.ordered:
+        return ((None, 0, count, layout.masked_rows(start, count)), )
+    runs = layout.runs(start, count)
+    if by_run or len(runs) == 1:
+        return tuple((k, first, end, []) for k, first, end in runs)
+    return ((EACH, 0, count, runs), )
 
 
 def _plain(module: nn.Module, kind: type) -> bool:
@@ -349,11 +354,8 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         if layout is not None and layout.in_graph:  # export: masks per class block of windows
             return layout.mix_windows(u, lambda m, x: apply_token_mixing(m, x, self.token_bias), base, masked,
                                       self.token_bias)
-        runs = _mixing_runs(layout, masked, start, u.shape[2])
-        if len(runs) > 1:  # windows of several masks: the unmasked matrix, then the masked windows redone
-            runs = ((None, 0, u.shape[2], layout.masked_rows(start, u.shape[2])), )
-        k, _, _, rows = runs[0]
-        return mix_windows(u, base if k is None else masked[k], masked, self.token_bias, rows)
+        run, = _mixing_runs(layout, masked, start, u.shape[2], by_run=False)
+        return mix_run(u, run, base, masked, self.token_bias)
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``X2 * (P X1 + b)`` (or ``+`` / ``Concat``, :attr:`combine`): the product also takes

@@ -84,9 +84,52 @@ def _mix_backward(grad_out: torch.Tensor, u: torch.Tensor, base: torch.Tensor, m
     return grad_base, grad_masked
 
 
+#: ``((pattern, first, end), ...)``: consecutive windows sharing one matrix (``None``: the unmasked one)
+WindowRuns = Tuple[Tuple[Optional[int], int, int], ...]
+
+
+def mix_each(u: torch.Tensor, base: torch.Tensor, masked: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+             runs: WindowRuns, into: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``P X1 + b`` for ``u`` (G, K, R, N) whose windows are cut into ``runs`` (covering all of them): each
+    run copied out, mixed once by its own matrix (``base`` or ``masked[pattern]``) and written back."""
+    out = torch.empty_like(u) if into is None else into.view(u.shape)
+    for k, first, end in runs:
+        matrix = base if k is None else masked[k]
+        out[:, :, first:end] = apply_token_mixing(matrix, u[:, :, first:end].contiguous(), bias)
+    return out
+
+
+def _mix_each_backward(grad_out: torch.Tensor, u: torch.Tensor, base: torch.Tensor, masked: Optional[torch.Tensor],
+                       runs: WindowRuns, grad_u: torch.Tensor, need_base: bool, need_masked: bool):
+    """Gradients of :func:`mix_each` (bias aside): ``grad_u`` (written in place), ``d base`` and ``d masked``."""
+    G, N = u.shape[0], u.shape[-1]
+    grad_base = torch.zeros_like(base) if need_base else None
+    grad_masked = torch.zeros_like(masked) if need_masked and masked is not None else None
+    for k, first, end in runs:
+        g = grad_out[:, :, first:end].reshape(G, -1, N)
+        matrix = base if k is None else masked[k]
+        acc = grad_base if k is None else grad_masked[k] if grad_masked is not None else None
+        if acc is not None:
+            acc += torch.bmm(g.transpose(1, 2), u[:, :, first:end].reshape(G, -1, N)).to(acc.dtype)
+        grad_u[:, :, first:end] = torch.bmm(g, matrix.to(u.dtype)).view(G, u.shape[1], -1, N)
+    return grad_base, grad_masked
+
+
 #: ``(pattern, first, end, masked_rows)``: windows ``first .. end`` mixed by ``masked[pattern]`` (``None``:
-#: the unmasked matrix), then its ``masked_rows`` (local to the run) recomputed with their masks
+#: the unmasked matrix), then its ``masked_rows`` (local to the run) recomputed with their masks. Pattern
+#: :data:`EACH`: ``masked_rows`` is instead the run's :data:`WindowRuns` (local), each mixed once by :func:`mix_each`
 MixingRun = Tuple[Optional[int], int, int, MaskedRows]
+
+#: the pattern of a :data:`MixingRun` whose windows are cut into runs of their own matrices
+EACH = -1
+
+
+def mix_run(u: torch.Tensor, run: MixingRun, base, masked, bias, into: Optional[torch.Tensor] = None):
+    """The token mixing of one :data:`MixingRun` of windows ``u`` (G, K, R, N)."""
+    k, _, _, rows = run
+    if k == EACH:
+        return mix_each(u, base, masked, bias, rows, into)
+    return mix_windows(u, base if k is None else masked[k], masked, bias, rows, into)
 
 
 class GatedMLPSpec(NamedTuple):
@@ -123,10 +166,9 @@ def _mix_all(a: torch.Tensor, spec: GatedMLPSpec, base, masked, token_bias) -> t
     hidden = a.numel() // (spec.runs[-1][2] * N)
     half = hidden // 2
     out = a.new_empty(a.numel() // 2)
-    for ((k, first, end, masked_rows), act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N),
-                                                               _blocks(out, half, spec.runs, N)):
-        u = act[:half].view(G, half // G, end - first, N)
-        mix_windows(u, base if k is None else masked[k], masked, token_bias, masked_rows, into=mixed)
+    for (run, act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N), _blocks(out, half, spec.runs, N)):
+        u = act[:half].view(G, half // G, run[2] - run[1], N)
+        mix_run(u, run, base, masked, token_bias, into=mixed)
     return out
 
 
@@ -203,6 +245,14 @@ class GatedMLPFunction(torch.autograd.Function):
             grad_mixed = grad_y.mul_(v)
             if grad_bias is not None:
                 grad_bias += grad_mixed.sum((0, 1, 2))
+            if k == EACH:
+                grad_run_base, grad_run_masked = _mix_each_backward(grad_mixed, u, base, masked, masked_rows, grad_u,
+                                                                    need[7], need[8])
+                if grad_run_base is not None:
+                    grad_base += grad_run_base
+                if grad_run_masked is not None:
+                    grad_masked += grad_run_masked
+                continue
             matrix = base if k is None else masked[k]
             need_matrix = need[7] if k is None else need[8]
             grad_matrix, grad_fixed = _mix_backward(grad_mixed, u, matrix, masked, masked_rows, grad_u,
