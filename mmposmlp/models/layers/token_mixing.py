@@ -2,11 +2,12 @@
 
 Layout (see :mod:`.gating`): ``X1`` is ``(G, K, R, N)`` - groups, channels per group, windows, tokens
 of a window - so all rows of a group are mixed by one batched matmul. Windows that need a masked
-matrix (padding, shifted-window seams) are either consecutive runs of windows with one mask (a
-mask-ordered :class:`~.windows.WindowLayout`): :class:`GatedMLPFunction` then keeps the hidden tensor
-of each run as its own contiguous block, so each run is mixed once by its own matrix; or they are
-listed as ``[(pattern, window indices)]`` and recomputed with their pattern's matrix after the
-unmasked one (:func:`mix_windows`).
+matrix (padding, shifted-window seams) are consecutive runs of windows with one mask in a
+mask-ordered :class:`~.windows.WindowLayout`: :class:`GatedMLPFunction` either keeps the hidden tensor
+of each run as its own contiguous block, so each run is mixed once by its own matrix, or keeps one
+block and mixes each run once after copying its rows out (:func:`mix_each`). In a row-major layout
+they are listed as ``[(pattern, window indices)]`` and recomputed with their pattern's matrix after
+the unmasked one (:func:`mix_windows`).
 
 :class:`GatedMLPFunction` is ``fc2((P X1 + b) * X2)`` with ``[X1 | X2] = act(fc1(LN(x)))`` (PosMLP
 Eq. 9, Fig. 2d) for training: autograd would keep seven tensors per block (the LayerNorm's input and
