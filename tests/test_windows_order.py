@@ -166,13 +166,15 @@ def _mixing_flops(fn):
 
 
 @pytest.mark.parametrize('valid,shift', [((11, 15), (0, 0)), ((11, 15), (2, 2)), ((12, 16), (2, 2))])
-@pytest.mark.parametrize('cin', [8, 160])
-def test_every_window_is_mixed_once(valid, shift, cin):
+@pytest.mark.parametrize('cin,groupwise', [(8, False), (160, False), (8, True)])
+def test_every_window_is_mixed_once(valid, shift, cin, groupwise, monkeypatch):
     """A padded and/or shifted map of 3 x 4 windows costs the token mixing of 12 windows, as a map of 3 x 4
     windows without any mask does - in the training function (forward and backward), in inference and in the
     plain composition: no window is mixed with the unmasked matrix and again with its own. ``cin`` 160:
-    the mixing is below ``RUNS_MIXING_SHARE`` of the FCs, so only the mixing goes run by run."""
+    the mixing is below ``RUNS_MIXING_SHARE`` of the FCs, so only the mixing goes run by run; ``groupwise``:
+    the matrices are built one group at a time."""
     torch.manual_seed(4)
+    monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 0 if groupwise else gating.GROUPWISE_BYTES)
     window, hidden, groups = (4, 4), 48, 4
     fc1, fc2, act = nn.Linear(cin, hidden).double(), nn.Linear(hidden // 2, 5).double(), nn.GELU()
     norm = nn.LayerNorm(cin).double()

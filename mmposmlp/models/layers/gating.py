@@ -241,7 +241,7 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         M = B * nW
         weights = self._group_major_weights(fc1, fc2)
         groupwise = self._groupwise(x)
-        if not groupwise and not exporting(self) and _fused_training(x, act, norm) and \
+        if not exporting(self) and _fused_training(x, act, norm) and \
                 (layout is None or not layout.in_graph):
             return self._fused_mlp(x, weights, fc2.bias, act, norm, layout)
         if norm is not None:
@@ -273,13 +273,18 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         w1, b1, w2 = weights
         B, nW, N, _ = x.shape
         patterns = layout.patterns if layout is not None else None
-        base, masked = self.mixing.matrices(patterns)
-        runs = _mixing_runs(layout, masked, 0, B * nW, self._by_run(weights))
+        runs = _mixing_runs(layout, patterns, 0, B * nW, self._by_run(weights))
         # the mixing is recomputed in backward where it costs less than a quarter of the FCs' work
         mixing_macs, fc_macs = self._macs_per_token(weights)
         cheap = 4 * mixing_macs <= fc_macs
-        spec = GatedMLPSpec(self.groups, N, runs, act.approximate, None if norm is None else norm.eps, cheap)
+        groupwise = (self.mixing, patterns) if self._groupwise(x) else None
+        spec = GatedMLPSpec(self.groups, N, runs, act.approximate, None if norm is None else norm.eps, cheap,
+                            groupwise)
         ln_w, ln_b = (None, None) if norm is None else (norm.weight, norm.bias)
+        if groupwise is not None:  # the matrices of one group at a time, inside the function
+            return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, None, None, self.token_bias, spec,
+                                          *self.mixing.parameters())
+        base, masked = self.mixing.matrices(patterns)
         return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, base, masked, self.token_bias, spec)
 
     def _mlp_windows(self, rows: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.Module,
@@ -347,8 +352,8 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         batch's windows; padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
         if self._groupwise(u) and not (layout is not None and layout.in_graph):
-            rows = layout.masked_rows(start, u.shape[2]) if layout is not None and layout.masked_patterns else []
-            return GroupwiseMixingFunction.apply(self.mixing, patterns, rows, u, self.token_bias,
+            run, = _mixing_runs(layout, patterns, start, u.shape[2], by_run=False)
+            return GroupwiseMixingFunction.apply(self.mixing, patterns, run, u, self.token_bias,
                                                  *self.mixing.parameters())
         base, masked = self.mixing.matrices(patterns)
         if layout is not None and layout.in_graph:  # export: masks per class block of windows
