@@ -9,6 +9,7 @@ reads with no allow-list. mmengine's ``HistoryBuffer`` becomes ``{'log_history',
 import collections
 import contextlib
 import contextvars
+import functools
 import warnings
 
 import numpy as np
@@ -22,9 +23,8 @@ HISTORY_KEYS = frozenset({'log_history', 'count_history', 'max_length'})
 _warned_types = set()
 
 
-def is_state_dict_metadata(attrs) -> bool:
-    """``{'_metadata': {module prefix: {'version': int, ...}}}``, the attribute of ``Module.state_dict()``."""
-    meta = attrs.get('_metadata') if isinstance(attrs, dict) and set(attrs) == {'_metadata'} else None
+def is_state_dict_metadata(meta) -> bool:
+    """``{module prefix: {'version': int, ...}}``, the ``_metadata`` attribute of ``Module.state_dict()``."""
     return type(meta) in (dict, collections.OrderedDict) and all(
         isinstance(k, str) and type(v) is dict and all(
             isinstance(a, str) and type(b) in (int, float, str, bool, type(None)) for a, b in v.items())
@@ -38,23 +38,61 @@ def array_to_plain(arr: np.ndarray):
     return to_plain_checkpoint(arr.tolist())
 
 
-def to_plain_checkpoint(obj):
-    """A copy of a checkpoint holding only plain data (see the module docstring); namedtuples become tuples.
+class PlainTree:
+    """One walk that copies a checkpoint's tree as plain data: :data:`LEAVES` and tensors as they are,
+    containers rebuilt (an ``OrderedDict`` keeps a state dict's ``_metadata``), numeric numpy arrays as
+    tensors, numeric numpy scalars as numbers; an object met twice is copied once.
 
-    Other objects are kept, with a warning: such a checkpoint then needs ``--trust-checkpoint`` to load.
+    The hooks say what happens to the rest. As here, for saving (:func:`to_plain_checkpoint`): a frozenset
+    becomes a set, other ``OrderedDict`` attributes are dropped, what has a plain form is converted and
+    anything else kept with a warning. Loading (``safe_load``) overrides them to refuse.
     """
-    from mmengine.logging.history_buffer import HistoryBuffer
-    memo = {}
+    frozenset_as = set  # torch's default weights-only allow-list has no frozenset
 
-    def walk(x):
-        t = type(x)
-        if t in LEAVES or isinstance(x, torch.Tensor):
+    def __init__(self):
+        self.memo, self.active = {}, set()
+
+    def __call__(self, x, depth=0):
+        if type(x) in LEAVES:
             return x
-        if id(x) not in memo:
-            memo[id(x)] = convert(x, t)
-        return memo[id(x)]
+        if isinstance(x, torch.Tensor):
+            return self.tensor(x)
+        self.enter(x, depth)
+        if id(x) not in self.memo:
+            self.active.add(id(x))
+            self.memo[id(x)] = self.convert(x, depth + 1)
+            self.active.discard(id(x))
+        return self.memo[id(x)]
 
-    def convert(x, t):
+    def convert(self, x, depth):
+        walk = functools.partial(self, depth=depth)
+        if isinstance(x, dict):
+            out = (collections.OrderedDict if isinstance(x, collections.OrderedDict) else dict)(
+                (walk(k), walk(v)) for k, v in x.items())
+            metadata = self.metadata(x)
+            if metadata is not None:
+                out._metadata = metadata  # module versions torch keeps with every state dict
+            return out
+        if isinstance(x, (list, tuple, set, frozenset)):
+            kind = next((t for t in (list, tuple, set) if isinstance(x, t)), self.frozenset_as)
+            return kind(walk(v) for v in x)
+        if isinstance(x, (np.ndarray, np.generic)) and x.dtype.str[1:] in NUMERIC_DTYPES:
+            return array_to_plain(x) if isinstance(x, np.ndarray) else x.item()
+        return self.other(x, walk)
+
+    def tensor(self, x):
+        return x
+
+    def enter(self, x, depth):
+        """Called before a container or object at ``depth`` is walked (``self.active``: those being walked)."""
+
+    def metadata(self, x):
+        """The ``_metadata`` of a state dict the copy of ``x`` keeps, or None."""
+        meta = getattr(x, '_metadata', None)
+        return meta if isinstance(x, collections.OrderedDict) and is_state_dict_metadata(meta) else None
+
+    def other(self, x, walk):
+        from mmengine.logging.history_buffer import HistoryBuffer
         if isinstance(x, HistoryBuffer):
             log, count = x.data
             return dict(log_history=array_to_plain(np.asarray(log)), count_history=array_to_plain(np.asarray(count)),
@@ -64,26 +102,23 @@ def to_plain_checkpoint(obj):
         if isinstance(x, np.generic):
             out = x.item()
             return out if type(out) in LEAVES else walk(out)
-        if isinstance(x, collections.OrderedDict):
-            out = collections.OrderedDict((walk(k), walk(v)) for k, v in x.items())
-            if is_state_dict_metadata({'_metadata': getattr(x, '_metadata', None)}):
-                out._metadata = x._metadata
-            return out
-        if isinstance(x, dict):
-            return {walk(k): walk(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple, set, frozenset)):  # frozenset -> set (torch's safe loader has no frozenset)
-            base = list if isinstance(x, list) else tuple if isinstance(x, tuple) else set
-            return base(walk(v) for v in x)
         for base in (bool, int, float, str, bytes):  # subclasses (e.g. IntEnum)
             if isinstance(x, base):
                 return base(x)
+        t = type(x)
         if t not in _warned_types:
             _warned_types.add(t)
             warnings.warn(f'checkpoint holds a {t.__module__}.{t.__qualname__}, which is not plain data: '
                           'loading this checkpoint will need --trust-checkpoint.')
         return x
 
-    return walk(obj)
+
+def to_plain_checkpoint(obj):
+    """A copy of a checkpoint holding only plain data (see the module docstring); namedtuples become tuples.
+
+    Other objects are kept, with a warning: such a checkpoint then needs ``--trust-checkpoint`` to load.
+    """
+    return PlainTree()(obj)
 
 
 def history_buffer_from_plain(state):
