@@ -1017,3 +1017,11 @@ def test_backbone_weights_missing_from_the_init_cfg_checkpoint_is_one_sentence(t
         """)
     code, _, err = run_in_process('train', [cfg, '--work-dir', tmp_path / 'w'], capsys)
     _one_error_line(code, err, 'other_model.pth')
+
+
+def test_plain_copy_of_values_made_during_the_walk_keeps_each_its_own():
+    """numpy records become tuples made during the walk: each copy is of its own record, though the
+    temporary tuples come and go at the same addresses."""
+    from mmposmlp.utils.safe_load import to_plain_checkpoint
+    records = np.array([(i, i) for i in range(20)], dtype=[('a', 'i4'), ('b', 'f4')])
+    assert to_plain_checkpoint([records[i] for i in range(20)]) == [(i, float(i)) for i in range(20)]

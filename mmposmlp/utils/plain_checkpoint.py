@@ -60,9 +60,9 @@ class PlainTree:
         self.enter(x, depth)
         if id(x) not in self.memo:
             self.active.add(id(x))
-            self.memo[id(x)] = self.convert(x, depth + 1)
+            self.memo[id(x)] = x, self.convert(x, depth + 1)  # x kept alive: its id names no other object
             self.active.discard(id(x))
-        return self.memo[id(x)]
+        return self.memo[id(x)][1]
 
     def convert(self, x, depth):
         walk = functools.partial(self, depth=depth)
