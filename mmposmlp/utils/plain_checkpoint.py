@@ -31,21 +31,13 @@ def is_state_dict_metadata(meta) -> bool:
         for k, v in meta.items())
 
 
-def array_to_plain(arr: np.ndarray):
-    """A numeric array as a tensor (native byte order, own memory); any other array as plain lists."""
-    if arr.dtype.str[1:] in NUMERIC_DTYPES:
-        return torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder('=')).copy())
-    return to_plain_checkpoint(arr.tolist())
-
-
 class PlainTree:
-    """One walk that copies a checkpoint's tree as plain data: :data:`LEAVES` and tensors as they are,
-    containers rebuilt (an ``OrderedDict`` keeps a state dict's ``_metadata``), numeric numpy arrays as
-    tensors, numeric numpy scalars as numbers; an object met twice is copied once.
+    """The one walk that copies a checkpoint's tree as plain data: :data:`LEAVES` and tensors as they are,
+    containers rebuilt, numeric numpy values as tensors and numbers; an object met twice is copied once.
 
-    The hooks say what happens to the rest. As here, for saving (:func:`to_plain_checkpoint`): a frozenset
-    becomes a set, other ``OrderedDict`` attributes are dropped, what has a plain form is converted and
-    anything else kept with a warning. Loading (``safe_load``) overrides them to refuse.
+    The rest goes to the hooks, which say what a use does with it. As here, saving (:func:`to_plain_checkpoint`)
+    makes a frozenset a set, drops ``OrderedDict`` attributes other than a state dict's ``_metadata``, converts
+    what has a plain form and keeps anything else with a warning; loading (``safe_load._LoadedTree``) refuses.
     """
     frozenset_as = set  # torch's default weights-only allow-list has no frozenset
 
@@ -77,31 +69,30 @@ class PlainTree:
             kind = next((t for t in (list, tuple, set) if isinstance(x, t)), self.frozenset_as)
             return kind(walk(v) for v in x)
         if isinstance(x, (np.ndarray, np.generic)) and x.dtype.str[1:] in NUMERIC_DTYPES:
-            return array_to_plain(x) if isinstance(x, np.ndarray) else x.item()
+            if isinstance(x, np.generic):
+                return x.item()
+            return torch.from_numpy(np.ascontiguousarray(x, dtype=x.dtype.newbyteorder('=')).copy())  # own memory
         return self.other(x, walk)
 
     def tensor(self, x):
         return x
 
     def enter(self, x, depth):
-        """Called before a container or object at ``depth`` is walked (``self.active``: those being walked)."""
+        """Before ``x``, at ``depth``, is walked (``self.active``: the ids of those being walked)."""
 
     def metadata(self, x):
-        """The ``_metadata`` of a state dict the copy of ``x`` keeps, or None."""
+        """The state dict ``_metadata`` (module versions) the copy of mapping ``x`` keeps, or None."""
         meta = getattr(x, '_metadata', None)
         return meta if isinstance(x, collections.OrderedDict) and is_state_dict_metadata(meta) else None
 
     def other(self, x, walk):
+        """What ``x``, none of the above, becomes; ``walk`` copies what it holds."""
         from mmengine.logging.history_buffer import HistoryBuffer
         if isinstance(x, HistoryBuffer):
             log, count = x.data
-            return dict(log_history=array_to_plain(np.asarray(log)), count_history=array_to_plain(np.asarray(count)),
-                        max_length=int(x.max_length))
-        if isinstance(x, np.ndarray):
-            return array_to_plain(x)
-        if isinstance(x, np.generic):
-            out = x.item()
-            return out if type(out) in LEAVES else walk(out)
+            return walk(plain_history(np.asarray(log), np.asarray(count), int(x.max_length)))
+        if isinstance(x, (np.ndarray, np.generic)):  # object, string, void and structured ones as Python values
+            return walk(x.tolist())
         for base in (bool, int, float, str, bytes):  # subclasses (e.g. IntEnum)
             if isinstance(x, base):
                 return base(x)
@@ -119,6 +110,11 @@ def to_plain_checkpoint(obj):
     Other objects are kept, with a warning: such a checkpoint then needs ``--trust-checkpoint`` to load.
     """
     return PlainTree()(obj)
+
+
+def plain_history(log, count, max_length) -> dict:
+    """A ``HistoryBuffer``'s state as the dict a checkpoint holds (:data:`HISTORY_KEYS`)."""
+    return dict(log_history=log, count_history=count, max_length=max_length)
 
 
 def history_buffer_from_plain(state):

@@ -24,8 +24,8 @@ import torch
 
 from .checkpoint_scan import describe, scan_file
 from .checkpoint_scan import Refused as _Refusal
-from .plain_checkpoint import (NUMERIC_DTYPES, PlainTree, drop_config_text, history_buffer_from_plain,  # noqa: F401
-                               is_state_dict_metadata, keep_config_text, to_plain_checkpoint)
+from .plain_checkpoint import (NUMERIC_DTYPES, PlainTree, drop_config_text, history_buffer_from_plain,
+                               is_state_dict_metadata, keep_config_text, plain_history, to_plain_checkpoint)
 from .trust import TRUST_HINT, add_trust_argument, is_trusted, trusted_checkpoints  # noqa: F401
 
 __all__ = ['UnsafeCheckpointError', 'ALLOWED_GLOBALS', 'load_checkpoint', 'to_plain_checkpoint',
@@ -125,8 +125,7 @@ def _history_state(x):
             all(type(state[k]) is np.ndarray for k in ('_log_history', '_count_history'))):
         raise _Refusal(f'a HistoryBuffer with state {describe(sorted(map(str, state)) or x.state)}')
     # the statistics methods are dropped: a load never changes HistoryBuffer._statistics_methods
-    return dict(log_history=state['_log_history'], count_history=state['_count_history'],
-                max_length=state['max_length'])
+    return plain_history(state['_log_history'], state['_count_history'], state['max_length'])
 
 
 class _LoadedTree(PlainTree):
