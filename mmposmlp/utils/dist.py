@@ -399,12 +399,14 @@ class NodeGuard:
             self._thread.join(timeout=self.period + 5)
 
     def _kill(self, pid: int, rank, why: str) -> None:
+        """SIGKILL ``pid``, recording why first: the launcher reads :attr:`killed` once it sees the worker end,
+        which may be before this thread runs again."""
         import signal
+        self.killed[pid] = (rank, why)
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            return
-        self.killed[pid] = (rank, why)
+            del self.killed[pid]
 
     def _run(self) -> None:
         import datetime
