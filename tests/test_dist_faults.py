@@ -1,7 +1,10 @@
 """Distributed faults through tools/dist_train.sh (gloo on CPU; the same code path serves nccl: nothing here
 uses the process group): a killed launcher takes every rank along, SIGTERM ends every rank, a dead rank
 is named with its exit code, a stopped (hung) rank is named after MMPOSMLP_STALL_TIMEOUT, and a taken
-port is retried or reported in one sentence."""
+port is retried or reported in one sentence.
+
+In-process (no launcher): the watchdog's line naming a stalled rank is out before that rank is ended and
+before the exit, and the node guard records why it kills a worker before it does."""
 import os
 import re
 import signal
