@@ -346,6 +346,21 @@ MUTANTS = [
          find="                if now - lost_since > self.timeout:\n", replace='                if False:\n',
          tests=['tests/test_multinode.py', '-k', 'guard'],
          why='workers left running after node 0 ended the job are never ended'),
+    dict(id='stall-line-after-the-stalled-rank-ends', file='mmposmlp/utils/dist.py',
+         find="        print(f'ERROR: {message}', file=sys.stderr, flush=True)\n        if before_exit is not None:\n"
+              "            before_exit()\n",
+         replace="        if before_exit is not None:\n            before_exit()\n"
+                 "        print(f'ERROR: {message}', file=sys.stderr, flush=True)\n",
+         tests=['tests/test_dist_faults.py', '-k', 'named_before'],
+         why='the stalled rank is ended before the line naming it is out: its closed connections can end this '
+             "rank's main thread first, and the job ends without naming the stalled rank"),
+    dict(id='node-guard-kills-before-recording-why', file='mmposmlp/utils/dist.py',
+         find="        self.killed[pid] = (rank, why)\n        try:\n            os.kill(pid, signal.SIGKILL)\n"
+              "        except ProcessLookupError:\n            del self.killed[pid]\n",
+         replace="        try:\n            os.kill(pid, signal.SIGKILL)\n        except ProcessLookupError:\n"
+                 "            return\n        self.killed[pid] = (rank, why)\n",
+         tests=['tests/test_dist_faults.py', '-k', 'records_why'],
+         why="the launcher can see the worker end before the guard records why, and names a plain SIGKILL"),
     dict(id='mmengine-ema-trained-weights-ignored', file='mmposmlp/models/checkpoints.py',
          find='    return dict(plain) if prefer_ema else {**plain, **trained}',
          replace='    return dict(plain)',
