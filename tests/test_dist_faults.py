@@ -1,7 +1,10 @@
 """Distributed faults through tools/dist_train.sh (gloo on CPU; the same code path serves nccl: nothing here
 uses the process group): a killed launcher takes every rank along, SIGTERM ends every rank, a dead rank
 is named with its exit code, a stopped (hung) rank is named after MMPOSMLP_STALL_TIMEOUT, and a taken
-port is retried or reported in one sentence."""
+port is retried or reported in one sentence.
+
+In-process (no launcher): the watchdog's line naming a stalled rank is out before that rank is ended and
+before the exit, and the node guard records why it kills a worker before it does."""
 import os
 import re
 import signal
@@ -208,3 +211,138 @@ def test_port_taken_between_check_and_launch(tmp_path, auto):
             f'ERROR: PORT={port} is already in use on {socket.gethostname()} (another job took it): choose '
             'another PORT or unset it to pick a free one.')
         assert 'Traceback' not in res.stderr
+
+
+# ---- the order in which a stalled rank ends the job, in-process: the line naming it, then its end, then exit ----
+FAKE_PID = 4242424  # a process nobody signals: os.kill goes to the test
+
+
+class _OsSeenByDist:
+    """``os`` as :mod:`mmposmlp.utils.dist` sees it: ``kill`` and ``_exit`` go to the test, the rest to ``os``."""
+
+    def __init__(self, kill, exit_):
+        self.kill, self._exit = kill, exit_
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+
+class _Stderr:
+    """``sys.stderr`` that records each write and flush in ``events`` (with ``probe()`` at that moment)."""
+
+    def __init__(self, events, probe):
+        self.events, self.probe = events, probe
+
+    def write(self, text):
+        self.events.append(('write', text, self.probe()))
+        return len(text)
+
+    def flush(self):
+        self.events.append(('flush', None, self.probe()))
+
+
+def _watch_stalled_peer(monkeypatch, identity, probe=lambda store: None):
+    """Run rank 0's watchdog of a 2-rank job, in this thread, until it ends the process; rank 1 published
+    ``identity`` and one heartbeat in a store of this test, then stopped. Returns the events, in order:
+    ``(kind, detail, probe(store))`` for each stderr write and flush, each os.kill and the exit."""
+    import datetime
+    import threading
+
+    import torch.distributed as tdist
+
+    from mmposmlp.utils import dist
+    store = tdist.TCPStore('127.0.0.1', 0, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=5))
+    dog = dist.RankWatchdog(0, 2, timeout=0.2, host='127.0.0.1', port=store.port, period=0.05)
+    store.set(f'{dog.prefix}/1/process', identity)
+    store.set(f'{dog.prefix}/1', '1')
+    events = []
+
+    def kill(pid, sig):
+        events.append(('kill', (pid, sig), probe(store)))
+
+    def exit_(code):
+        events.append(('exit', code, probe(store)))
+        raise SystemExit(code)
+
+    monkeypatch.setattr(dist, 'os', _OsSeenByDist(kill=kill, exit_=exit_))
+    monkeypatch.setattr(dist, 'STALLED_ACK_WAIT', 0.2)  # no node guard answers here
+    monkeypatch.setattr(sys, 'stderr', _Stderr(events, lambda: probe(store)))
+    dog._stop = threading.Event()
+    with pytest.raises(SystemExit):
+        dog._run()
+    monkeypatch.undo()
+    return events
+
+
+def _line_flushed_before(events, index):
+    """The text written to stderr before ``events[index]``, if a flush followed its last write, else None."""
+    writes = [i for i, e in enumerate(events[:index]) if e[0] == 'write']
+    if not writes or not any(e[0] == 'flush' for e in events[writes[-1]:index]):
+        return None
+    return ''.join(events[i][1] for i in writes)
+
+
+def test_a_stalled_rank_on_this_machine_is_named_before_it_is_killed(monkeypatch):
+    """Killing the stalled rank closes its connections, and this rank's main thread may then die in a collective
+    before the watchdog gets on: the line naming the stalled rank must be out (flushed) before the SIGKILL, and
+    the exit comes last."""
+    from mmposmlp.utils.dist import STALL_EXIT_CODE, RankWatchdog
+    host, boot, _ = RankWatchdog._identity().split()
+    if boot == '-':
+        pytest.skip('no boot id to tell this machine from another (/proc/sys/kernel/random/boot_id)')
+    events = _watch_stalled_peer(monkeypatch, f'{host} {boot} {FAKE_PID}')
+    kinds = [e[0] for e in events]
+    assert kinds.count('kill') == 1 and kinds[-1] == 'exit', events
+    assert events[kinds.index('kill')][1] == (FAKE_PID, signal.SIGKILL) and events[-1][1] == STALL_EXIT_CODE
+    line = _line_flushed_before(events, kinds.index('kill'))
+    assert line is not None and line.startswith('ERROR: rank 1 has stopped sending heartbeats for '), events
+    assert line.endswith('MMPOSMLP_STALL_TIMEOUT (now 0.2 s) sets this limit.\n'), line
+
+
+def test_a_stalled_rank_on_another_machine_is_named_before_its_node_is_asked_to_end_it(monkeypatch):
+    """Same order when the stalled rank runs elsewhere: the line first, then the request to that node's
+    launcher in the store, then the exit (nothing is signalled from here)."""
+    from mmposmlp.utils.dist import STALL_EXIT_CODE, STALLED_KEY
+    identity = f'node-elsewhere boot-elsewhere {FAKE_PID}'
+
+    def request(store):
+        return store.get(STALLED_KEY).decode() if store.check([STALLED_KEY]) else None
+
+    events = _watch_stalled_peer(monkeypatch, identity, probe=request)
+    kinds = [e[0] for e in events]
+    assert 'kill' not in kinds and kinds[-1] == 'exit' and events[-1][1] == STALL_EXIT_CODE, events
+    assert events[-1][2] == f'1 {identity}', events
+    asked = next(i for i, e in enumerate(events) if e[2] is not None)
+    line = _line_flushed_before(events, asked)
+    assert line is not None and line.startswith('ERROR: rank 1 has stopped sending heartbeats for '), events
+
+
+def test_node_guard_records_why_before_it_kills(monkeypatch):
+    """The launcher explains a worker's SIGKILL from :attr:`NodeGuard.killed` as soon as it sees the worker end:
+    the reason is recorded before the signal, and the request is confirmed after it."""
+    import datetime
+    import threading
+
+    import torch.distributed as tdist
+
+    from mmposmlp.utils import dist
+    store = tdist.TCPStore('127.0.0.1', 0, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=5))
+    host, boot, _ = dist.RankWatchdog._identity().split()
+    request = f'1 {host} {boot} {FAKE_PID}'
+    store.set(dist.STALLED_KEY, request)
+    guard = dist.NodeGuard('127.0.0.1', store.port, timeout=5.0, period=0.05)
+    guard._stop = threading.Event()
+    seen = []
+
+    def kill(pid, sig):
+        seen.append((pid, sig, dict(guard.killed), store.check([dist.STALLED_ACK_KEY])))
+        guard._stop.set()
+
+    monkeypatch.setattr(dist, '_child_pids', lambda: {FAKE_PID})
+    monkeypatch.setattr(dist, 'os', _OsSeenByDist(kill=kill, exit_=None))
+    guard._run()
+    monkeypatch.undo()
+    assert seen == [(FAKE_PID, signal.SIGKILL, {FAKE_PID: (1, 'stalled')}, False)]
+    assert store.get(dist.STALLED_ACK_KEY).decode() == request

@@ -277,8 +277,9 @@ def test_two_processes_sigterm_to_the_launcher_saves_once_and_resumes_exactly(to
     stop = int(_preempted_record(work)['iter'])
     assert 3 <= stop <= 5
     last = err.strip().splitlines()[-1]
+    saved = osp.join(work, f'iter_{stop}.pth')
     assert last == (f'the launcher received SIGTERM: every rank stopped after iteration {stop} and '
-                    f'{osp.join(work, f"iter_{stop}.pth")} was saved (exit code 99: continue with --resume).'), err[-3000:]
+                    f'{saved} was saved (exit code 99: continue with --resume).'), err[-3000:]
     ckpt = safe_torch_load(osp.join(work, f'iter_{stop}.pth'))
     assert ckpt['resume_state']['world_size'] == 2 and len(ckpt['resume_state']['rng']) == 2
     p = _start_dist(cfg, work, cwd, mark_at=0, resume=True)

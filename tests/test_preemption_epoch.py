@@ -194,7 +194,8 @@ def _family_case(case, workers, toy_data, tmp_path, monkeypatch):
     cfg = write_case(str(tmp_path / 'cfg'), osp.join(ROOT, 'configs', FAMILY_CASES[case]), extra,
                      workers=2 if workers == 'persistent' else workers)
     loader = Config.fromfile(cfg, import_custom_modules=False).train_dataloader
-    assert (loader.num_workers, loader.persistent_workers) == ((2, True) if workers == 'persistent' else (workers, False))
+    expected = (2, True) if workers == 'persistent' else (workers, False)
+    assert (loader.num_workers, loader.persistent_workers) == expected
     with open(tmp_path / 'cfg' / 'kill_hook.py', 'a') as f:
         f.write('import time\n' + SIGNAL_HOOK)
     ref = osp.join(cwd, 'ref')

@@ -20,9 +20,10 @@
   batches wait for each other in the store instead.
 * **One checkpoint.** At the agreed point every rank publishes its random states (taken at the training
   position: before the validation, when stopped inside one) in the store; rank 0 writes
-  ``<work_dir>/iter_<d>.pth`` (atomically under ``mmposmlp.Runner``, with weights, optimizer, schedulers, EMA, message hub, every rank's
-  random states), points ``last_checkpoint`` at it and records ``<work_dir>/preempted``; then every rank exits
-  with :data:`PREEMPTED_EXIT_CODE`. A validation cut short runs again on resume.
+  ``<work_dir>/iter_<d>.pth`` (atomically under ``mmposmlp.Runner``, with weights, optimizer, schedulers, EMA,
+  message hub, every rank's random states), points ``last_checkpoint`` at it and records
+  ``<work_dir>/preempted``; then every rank exits with :data:`PREEMPTED_EXIT_CODE`. A validation cut short runs
+  again on resume.
 * **Bounded.** ``grace_period`` seconds after the signal a rank that has not finished (a rank that never reaches
   the agreed point, a store that stopped answering) ends the job with one line naming what it waited for
   (exit code ``128 + signal``). A rank that dies instead ends the job as any dead rank does (the launcher

@@ -121,7 +121,7 @@ class Runner(MMEngineRunner):
         with explained_unknown_types():
             super().__init__(*args, **kwargs)
 
-    # ---- loops: built, recorded; pre-flight checks first -------------------------------------------------------------------
+    # ---- loops: built, recorded; pre-flight checks first -------------------------------------------------
     def _before_loop(self, loop: str) -> None:
         if loop not in self.preflight_done:
             preflight(self.cfg, loop)

@@ -215,7 +215,7 @@ class RankWatchdog:
     watches everyone else's. When a rank's heartbeat has not changed for ``timeout`` seconds - its process
     is stopped (SIGSTOP), frozen, or cut off - the watcher prints one sentence naming that rank and exits
     with :data:`STALL_EXIT_CODE`, which makes the launcher (torchrun, srun --kill-on-bad-exit) end the job.
-    A stalled rank on the watcher's own machine is SIGKILLed first: a stopped process cannot act on the
+    Between the two it ends the stalled rank (:meth:`_end_stalled`): a stopped process cannot act on the
     launcher's SIGTERM, so torchrun would otherwise wait out its 30 s grace period before killing it.
     Same code for gloo and nccl: it does not use the process group at all.
     """
@@ -399,12 +399,14 @@ class NodeGuard:
             self._thread.join(timeout=self.period + 5)
 
     def _kill(self, pid: int, rank, why: str) -> None:
+        """SIGKILL ``pid``, recording why first: the launcher reads :attr:`killed` once it sees the worker end,
+        which may be before this thread runs again."""
         import signal
+        self.killed[pid] = (rank, why)
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            return
-        self.killed[pid] = (rank, why)
+            del self.killed[pid]
 
     def _run(self) -> None:
         import datetime
