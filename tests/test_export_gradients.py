@@ -87,3 +87,28 @@ def test_border_listing_puts_each_border_window_in_once(grid):
     assert sorted(set(index.tolist())) == expected
     assert sorted(index[first].tolist()) == expected
     assert border.nonzero().flatten().tolist() == expected
+
+
+@pytest.mark.slow
+def test_torch_export_graph_gradients_equal_eager():
+    """One torch.export graph of the export form (dynamic height and width; about 10 s to export on
+    2 cores) is differentiated like the eager model at several sizes, padded and unpadded."""
+    from mmposmlp.models.backbones.posmlp import PosMLP
+    from mmposmlp.models.layers.export_mode import export_mode
+    torch.manual_seed(0)
+    model = _perturbed(PosMLP(arch=SMALL_POSMLP, shift=True, out_indices=(0, 1, 2, 3), drop_path_rate=0.))
+    dims = {2: torch.export.Dim.DYNAMIC, 3: torch.export.Dim.DYNAMIC}
+    with export_mode(model):
+        graph = torch.export.export(model, (torch.randn(1, 3, 70, 93, dtype=torch.float64), ),
+                                    dynamic_shapes=(dims, )).module()
+
+    def grads(module, x):
+        x = x.clone().requires_grad_(True)
+        gen = torch.Generator().manual_seed(1)
+        loss = sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in module(x))
+        return torch.autograd.grad(loss, [x, *module.parameters()])
+
+    for hw in [(70, 93), (96, 96), (67, 129)]:
+        x = torch.randn(1, 3, *hw, dtype=torch.float64)
+        for ref, got in zip(grads(model, x), grads(graph, x), strict=True):
+            torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10 * ref.abs().max().item())
