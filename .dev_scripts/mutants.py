@@ -54,10 +54,8 @@ MUTANTS = [
                  '+ (slice(None), )',
          tests=[T_REF], why='the crop after padding keeps the end of the padded map'),
     dict(id='export-border-repeats-copied', file='mmposmlp/models/layers/windows.py',
-         find="        fixed = torch.where(first.view(-1, 1), fixed, torch.zeros((), dtype=fixed.dtype, device=fixed.device))\n"
-              "        out = torch.where(border.view(-1, 1), torch.zeros((), dtype=out.dtype, device=out.device), out)\n"
-              "        return out.index_add_(3, index, fixed).view(G, K, -1, N)",
-         replace="        return out.index_copy(3, index, fixed).view(G, K, -1, N)",
+         find='        return torch.where(border.view(-1, 1), fixed.index_select(3, first), out).view(G, K, -1, N)',
+         replace='        return out.index_copy(3, index, fixed).view(G, K, -1, N)',
          tests=['tests/test_export_gradients.py'],
          why='the export form copies a border window at every listing: same outputs, but each repeat passes '
              'the window its whole output gradient (a corner window gets it two or more times)'),
