@@ -54,11 +54,11 @@ MUTANTS = [
                  '+ (slice(None), )',
          tests=[T_REF], why='the crop after padding keeps the end of the padded map'),
     dict(id='export-border-repeats-copied', file='mmposmlp/models/layers/windows.py',
-         find='        return torch.where(border.view(-1, 1), fixed.index_select(3, first), out).view(G, K, -1, N)',
-         replace='        return out.index_copy(3, index, fixed).view(G, K, -1, N)',
+         find='        fixed = torch.where(first.view(-1, 1), fixed, fixed.detach())  # repeats: no gradient\n',
+         replace='',
          tests=['tests/test_export_gradients.py'],
-         why='the export form copies a border window at every listing: same outputs, but each repeat passes '
-             'the window its whole output gradient (a corner window gets it two or more times)'),
+         why='the export form copies a border window from every listing with its gradient: same outputs, but each '
+             'repeat passes the window its whole output gradient (a corner window gets it two or more times)'),
     # ------------------------------------------------------------------ gating unit, positional mixing
     dict(id='gate-group-order', file='mmposmlp/models/layers/gating.py',
          find='y = v.reshape(M, N, K, G) * out.permute(2, 3, 1, 0)',

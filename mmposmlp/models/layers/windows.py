@@ -459,7 +459,6 @@ class InGraphWindowLayout:
         self._dims = tuple(range(1, 1 + len(self.padded)))
         self._patterns = None
         self._border = None
-        self._first = None
 
     def _roll(self, x: torch.Tensor, sign: int) -> torch.Tensor:
         for dim, s in zip(self._dims, self.shift):
@@ -520,81 +519,59 @@ class InGraphWindowLayout:
     def masked_rows(self, start: int, count: int):
         raise RuntimeError('an in-graph window layout mixes per class block (mix_windows), not per masked row')
 
-    def _grid_coords(self):
-        """Per axis, the window coordinates ``arange(g)`` shaped to broadcast over the window grid."""
-        d = len(self.grid)
-        return [torch.arange(g, device=self._device).view([-1 if b == a else 1 for b in range(d)])
-                for a, g in enumerate(self.grid)]
-
     def _border_windows(self):
-        """``(index, combo)``: the windows in the last two along any axis (with repeats: a window
-        on two borders, or an axis with one window, is listed more than once) and the class
-        combination of each. Sizes are ``sum_a 2 prod_{b != a} g_b``, built from ``arange``s, so
-        no branch or slice depends on the (symbolic) grid."""
+        """``(index, combo, first)``: the windows in the last two along any axis (with repeats: a window
+        on two borders, or an axis with one window, is listed more than once), the class combination
+        of each, and whether a listing is the window's first (a repeat is listed by an earlier axis
+        already, or is the clamped copy of an axis with one window). Sizes are
+        ``sum_a 2 prod_{b != a} g_b``, built from ``arange``s, so no branch or slice depends on the
+        (symbolic) grid."""
         if self._border is not None:
             return self._border
         d = len(self.grid)
-        indices, combos = [], []
+        indices, combos, firsts = [], [], []
         for axis in range(d):
             coords = []
             for b, g in enumerate(self.grid):
-                if b == axis:  # the last two windows (clamped: one window -> [0, 0])
-                    i = torch.clamp(torch.arange(2, device=self._device) + (g - 2), min=0)
-                else:
+                if b == axis:  # the last two windows (clamped: one window -> [0, 0], the first a repeat)
+                    raw = torch.arange(2, device=self._device) + (g - 2)
+                    i, new = torch.clamp(raw, min=0), raw >= 0
+                else:  # windows in the last two along an earlier axis were listed by that axis
                     i = torch.arange(g, device=self._device)
+                    new = i < g - 2 if b < axis else torch.ones_like(i, dtype=torch.bool)
                 view = [1] * d
                 view[b] = -1
-                coords.append((i.view(view), ((i >= g - 2).long() + (i >= g - 1).long()).view(view)))
-            index, combo = coords[0]
+                coords.append((i.view(view), ((i >= g - 2).long() + (i >= g - 1).long()).view(view), new.view(view)))
+            index, combo, first = coords[0]
             for b in range(1, d):
                 index = index * self.grid[b] + coords[b][0]
                 combo = combo * 3 + coords[b][1]
+                first = first & coords[b][2]
             indices.append(index.reshape(-1))
             combos.append(combo.reshape(-1))
-        self._border = torch.cat(indices), torch.cat(combos)
+            firsts.append(first.reshape(-1))
+        self._border = torch.cat(indices), torch.cat(combos), torch.cat(firsts)
         return self._border
-
-    def _first_listings(self):
-        """``(first, border)`` per window of the grid (row-major): the position in :meth:`_border_windows`
-        of the window's first listing (0 for windows not listed) and whether it is listed at all. The
-        first listing is the one along the first axis that has the window in its last two; computed
-        from the grid coordinates, so again no branch depends on the grid."""
-        if self._first is not None:
-            return self._first
-        coords = self._grid_coords()
-        first = border = None
-        for axis in reversed(range(len(self.grid))):  # the first axis' listing wins: taken last
-            # position in the listing along ``axis``: row-major over the grid with that axis cut to
-            # its last two windows [g - 2, g - 1] (one window: [its clamped repeat, itself])
-            position = sum(2 * math.prod(self.grid[:a] + self.grid[a + 1:]) for a in range(axis))
-            inner = 0
-            for b, (i, g) in enumerate(zip(coords, self.grid)):
-                inner = inner * g + i if b != axis else inner * 2 + torch.clamp(i - (g - 2), min=0)
-            near = coords[axis] >= self.grid[axis] - 2
-            first = inner + position if first is None else torch.where(near, inner + position, first)
-            border = near if border is None else border | near
-        self._first = torch.where(border, first, 0).reshape(-1), border.reshape(-1)
-        return self._first
 
     def mix_windows(self, u: torch.Tensor, mix, base: torch.Tensor, masked: torch.Tensor,
                     bias: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Token mixing of ``u`` (G, K, B * nW, N): ``mix(base, u)`` for every window, then the
         windows that may need a mask (the last two along any axis) recomputed with the masked
-        matrix of their class combination (``masked`` (3**d, G, N, N)) and taken instead, each from
-        its first listing. A gather, not a scatter of the listings: a window listed more than once
-        then gets its output gradient once (a scatter passes every repeat the whole gradient), and
-        no exporter sees repeated scatter indices."""
+        matrix of their class combination (``masked`` (3**d, G, N, N)) and written back. A window
+        listed more than once is written with equal values from each listing, but only its first
+        listing carries its gradient: the backward of a copy passes every listing the window's whole
+        output gradient, which would count it once per repeat."""
         G, K, _, N = u.shape
         n_windows = math.prod(self.grid)
         out = mix(base, u).view(G, K, -1, n_windows, N)
-        index, combo = self._border_windows()
-        first, border = self._first_listings()
+        index, combo, first = self._border_windows()
         rows = u.view(G, K, -1, n_windows, N).index_select(3, index)  # (G, K, B, Wb, N)
         mats = masked.to(u.dtype).index_select(0, combo)  # (Wb, G, N, N)
         fixed = torch.einsum('wgmn,gkbwn->gkbwm', mats, rows)
         if bias is not None:
             fixed = fixed + bias.to(u.dtype)
-        return torch.where(border.view(-1, 1), fixed.index_select(3, first), out).view(G, K, -1, N)
+        fixed = torch.where(first.view(-1, 1), fixed, fixed.detach())  # repeats: no gradient
+        return out.index_copy(3, index, fixed).view(G, K, -1, N)
 
 
 @lru_cache(maxsize=None)
