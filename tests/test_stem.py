@@ -20,7 +20,12 @@ def _stem(norm_cfg=BN, dtype=torch.float64, seed=0):
             nn.init.uniform_(m.weight, 0.5, 1.5)
             nn.init.uniform_(m.bias, -0.5, 0.5)
             m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
     return stem
+
+
+#: which of the stem's norms run on their running statistics (eval mode, a detector's ``norm_eval``)
+NORM_MODES = dict(batch=(), running=(0, 1, 2), mixed=(0, ))
 
 
 def _modules_path(stem):
@@ -55,10 +60,13 @@ def _train_step(stem, x, grad):
 
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 @pytest.mark.parametrize('momentum', [0.1, None])
-def test_training_steps_equal_modules_path(dtype, momentum):
+@pytest.mark.parametrize('norms', list(NORM_MODES))
+def test_training_steps_equal_modules_path(dtype, momentum, norms):
     """Output, input gradient, every parameter gradient and the running statistics after each of two
     training steps: bit-identical (the same kernels run on the same inputs)."""
     stem = _stem(dict(BN, momentum=momentum), dtype)
+    for i in NORM_MODES[norms]:
+        stem[i].bn.eval()
     ref = _modules_path(stem)
     x = _image(dtype)
     assert _recomputes(stem, x) and not _recomputes(ref, x)
@@ -72,7 +80,7 @@ def test_training_steps_equal_modules_path(dtype, momentum):
             p.grad = q.grad = None
         for (name, b), r in zip(stem.named_buffers(), ref.buffers()):
             assert torch.equal(b, r), (step, name)
-    assert int(stem[0].bn.num_batches_tracked) == 3  # the probe and two steps: one count per forward
+    assert int(stem[1].bn.num_batches_tracked) == (0 if norms == 'running' else 3)  # one count per training forward
 
 
 def test_state_dict_keys_unchanged():
@@ -96,13 +104,16 @@ def _kept_bytes(stem, x) -> int:
     return sum(kept.values())
 
 
-def test_keeps_less_for_backward():
-    """Not kept: the first conv's output, both normed maps and both activations, and the two fused
-    norms' running statistics (the image, the two 1/4-resolution conv outputs and the batch
-    statistics still are)."""
+@pytest.mark.parametrize('norms', ['batch', 'running'])
+def test_keeps_less_for_backward(norms):
+    """Not kept: the first conv's output, both normed maps and both activations, and with batch
+    statistics the two fused norms' running statistics (the image, the two 1/4-resolution conv
+    outputs and the per-channel statistics still are)."""
     stem, x = _stem(), _image(shape=(1, 3, 64, 96))
+    for i in NORM_MODES[norms]:
+        stem[i].bn.eval()
     half, quarter = 8 * 32 * 48 * (C // 2), 8 * 16 * 24 * C  # fp64 bytes of a 1/2- and a 1/4-resolution map
-    running_stats = 8 * 2 * (C // 2 + C)
+    running_stats = 8 * 2 * (C // 2 + C) if norms == 'batch' else 0
     assert _kept_bytes(_modules_path(stem), x) - _kept_bytes(stem, x) == 3 * half + 2 * quarter + running_stats
 
 
@@ -113,8 +124,12 @@ def _configs():
     def hooked(stem):
         stem[0].activate.register_forward_hook(lambda *a: None)
 
-    return dict(eval=lambda s: s.eval(), frozen_norm=requires_no_grad, hook=hooked,
-                relu=lambda s: s[1].__setattr__('activate', nn.ReLU()))
+    def fused_conv_bn_eval(stem):
+        stem.eval()
+        stem[0].turn_on_efficient_conv_bn_eval()
+
+    return dict(frozen_norm=requires_no_grad, hook=hooked, relu=lambda s: s[1].__setattr__('activate', nn.ReLU()),
+                fused_conv_bn_eval=fused_conv_bn_eval)
 
 
 @pytest.mark.parametrize('change', list(_configs()))
@@ -130,7 +145,7 @@ def test_modules_path_where_recompute_does_not_apply(change):
 def test_modules_path_without_autograd_or_for_other_norms():
     x = _image()
     with torch.no_grad():
-        assert not _stem()(x).requires_grad
+        assert not _stem().eval()(x).requires_grad
     with torch.autocast('cpu', dtype=torch.bfloat16):
         assert not _recomputes(_stem(dtype=torch.float32), _image(torch.float32))
     assert not _recomputes(_stem(dict(type='LN', eps=1e-6)), x)
@@ -138,15 +153,22 @@ def test_modules_path_without_autograd_or_for_other_norms():
     assert isinstance(sync[0].bn, nn.SyncBatchNorm) and not sync._recomputing_training(x)
 
 
-def test_backbone_training_step_equals_modules_path():
+@pytest.mark.parametrize('norm_eval', [False, True])
+def test_backbone_training_step_equals_modules_path(norm_eval):
+    """A whole backbone's training step (``norm_eval``: the stem's BatchNorms on their running
+    statistics, as in the detection configs)."""
     model = PosMLP(arch=dict(embed_dims=[16, 32], depths=[1, 1], groups=[2, 2], mlp_ratios=[2, 2], window_sizes=[7, 7]),
-                   out_indices=(0, 1)).double().train()
+                   out_indices=(0, 1), norm_eval=norm_eval).double().train()
+    assert model.patch_embed[0].bn.training is not norm_eval
+    x = torch.randn(1, 3, 60, 76, dtype=torch.float64)
+    assert _recomputes(model.patch_embed, x.contiguous(memory_format=torch.channels_last))
     ref = copy.deepcopy(model)
     ref.patch_embed.forward = lambda x: nn.Sequential.forward(ref.patch_embed, x)
-    x = torch.randn(1, 3, 60, 76, dtype=torch.float64)
     outs, ref_outs = model(x), ref(x)
     sum(o.square().sum() for o in outs).backward()
     sum(o.square().sum() for o in ref_outs).backward()
     assert all(torch.equal(o, r) for o, r in zip(outs, ref_outs))
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         assert torch.equal(p.grad, q.grad), name
+    for (name, b), r in zip(model.named_buffers(), ref.buffers()):
+        assert torch.equal(b, r), name

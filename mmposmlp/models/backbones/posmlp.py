@@ -49,12 +49,14 @@ class ConvPatchEmbed(nn.Sequential):
         """Whether training runs through :func:`norm_act_conv`, which keeps for backward only the image
         and the 1/4-resolution conv outputs (not the 1/2-resolution maps, the normed maps and the
         activations) and gives bit-identical results: eager CPU autograd without autocast, BatchNorm
-        in training mode, GELU, trainable parameters, no hooks on the stem's modules."""
+        (batch or running statistics: ``norm_eval``), GELU, trainable parameters, no hooks on the stem's
+        modules."""
         if not eager_cpu_training(x):
             return False
         first, second, third = self
         if not no_hooks(*self) or any(m.order != ('conv', 'norm', 'act') or m.with_explicit_padding
-                                      or m.with_spectral_norm for m in self):
+                                      or m.with_spectral_norm or getattr(m, 'efficient_conv_bn_eval_forward', None)
+                                      for m in self):
             return False
         return (first.with_activation and second.with_activation and not third.with_activation
                 and plain_chain(first.conv, first.norm, first.activate, second.conv)
