@@ -175,8 +175,13 @@ MUTANTS = [
          tests=['tests/test_converter_key_families.py', T_WAVE], why="official dense norms norm0/2/4/6 mapped to the wrong stages' outputs"),
     # ------------------------------------------------------------------ ConvPE stem: recomputing training path
     dict(id='stem-recompute-default-eps', file='mmposmlp/models/layers/norm_act_conv.py',
-         find='norm_bias, None, None, True, 0.0, spec.eps)[0]', replace='norm_bias, None, None, True, 0.0, 1e-5)[0]',
+         find='spec.eps)[0]  # (batch statistics', replace='1e-5)[0]  # (batch statistics',
          tests=['tests/test_stem.py'], why="backward recomputes the normed map with BN's default eps, not the norm's"),
+    dict(id='stem-recompute-batch-stats-under-norm-eval', file='mmposmlp/models/layers/norm_act_conv.py',
+         find='run_mean, run_var, spec.batch_stats, 0.0,', replace='run_mean, run_var, True, 0.0,',
+         tests=['tests/test_stem.py'],
+         why='backward recomputes the normed map of a norm on its running statistics (norm_eval) from batch '
+             'statistics'),
     dict(id='stem-batch-counted-twice', file='mmposmlp/models/layers/norm_act_conv.py',
          find='    momentum = batch_norm_momentum(norm)\n',
          replace='    momentum = batch_norm_momentum(norm)\n    momentum = batch_norm_momentum(norm)\n',
