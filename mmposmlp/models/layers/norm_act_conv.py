@@ -64,7 +64,8 @@ class NormActConvFunction(torch.autograd.Function):
         c = x if spec.conv_in is None else _conv(x, in_weight, in_bias, spec.conv_in)
         normed, mean, invstd = torch.ops.aten.native_batch_norm(c, norm_weight, norm_bias, running_mean, running_var,
                                                                 spec.batch_stats, momentum, spec.eps)
-        out = _conv(F.gelu(normed, approximate=spec.approximate), out_weight, out_bias, spec.conv_out)
+        act = torch.ops.aten.gelu.out(normed, approximate=spec.approximate, out=normed)  # (not kept: in place)
+        out = _conv(act, out_weight, out_bias, spec.conv_out)
         ctx.spec = spec
         running = (None, None) if spec.batch_stats else (running_mean, running_var)  # (eval: what normalises)
         ctx.save_for_backward(x, in_weight, in_bias, norm_weight, norm_bias, out_weight, mean, invstd, *running)
@@ -78,10 +79,13 @@ class NormActConvFunction(torch.autograd.Function):
         c = x if spec.conv_in is None else _conv(x, in_weight, in_bias, spec.conv_in)
         normed = torch.ops.aten.native_batch_norm(c, norm_weight, norm_bias, run_mean, run_var, spec.batch_stats, 0.0,
                                                   spec.eps)[0]  # (batch statistics: recomputed, no update)
-        grad_act, grad_out_w, grad_out_b = _conv_backward(
-            grad, F.gelu(normed, approximate=spec.approximate), out_weight, spec.conv_out, [True, needs[5], needs[6]])
-        grad_normed = torch.ops.aten.gelu_backward(grad_act, normed, approximate=spec.approximate)
-        del normed, grad_act
+        act = F.gelu(normed, approximate=spec.approximate)
+        grad_act, grad_out_w, grad_out_b = _conv_backward(grad, act, out_weight, spec.conv_out,
+                                                          [True, needs[5], needs[6]])
+        # (into the activation's memory: a fresh full-size buffer costs page faults)
+        grad_normed = torch.ops.aten.gelu_backward.grad_input(grad_act, normed, approximate=spec.approximate,
+                                                              grad_input=act)
+        del normed, grad_act, act
         grad_c, grad_norm_w, grad_norm_b = torch.ops.aten.native_batch_norm_backward(
             grad_normed, c, norm_weight, run_mean, run_var, mean, invstd, spec.batch_stats, spec.eps,
             [needs[0] or spec.conv_in is not None, needs[3], needs[4]])
