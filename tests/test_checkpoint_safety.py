@@ -1017,3 +1017,33 @@ def test_backbone_weights_missing_from_the_init_cfg_checkpoint_is_one_sentence(t
         """)
     code, _, err = run_in_process('train', [cfg, '--work-dir', tmp_path / 'w'], capsys)
     _one_error_line(code, err, 'other_model.pth')
+
+
+def test_plain_copy_of_values_made_during_the_walk_keeps_each_its_own():
+    """numpy records become tuples made during the walk: each copy is of its own record, though the
+    temporary tuples come and go at the same addresses."""
+    from mmposmlp.utils.safe_load import to_plain_checkpoint
+    records = np.array([(i, i) for i in range(20)], dtype=[('a', 'i4'), ('b', 'f4')])
+    assert to_plain_checkpoint([records[i] for i in range(20)]) == [(i, float(i)) for i in range(20)]
+
+
+def test_plain_copy_loads_with_torch_default_weights_only_and_keeps_the_values():
+    """What training writes needs no allow-list: sets for frozensets, tuples for namedtuples and records,
+    base types for subclasses, Python values for numpy values without a plain form."""
+    import enum
+
+    from mmposmlp.utils.safe_load import to_plain_checkpoint
+
+    class Level(enum.IntEnum):
+        HIGH = 2
+
+    pair = collections.namedtuple('Pair', 'a b')
+    records = np.array([(1, 2.5)], dtype=[('i', 'i4'), ('f', 'f8')])
+    ckpt = dict(s=frozenset({1, 2}), p=pair(1, np.float32(0.5)), e=Level.HIGH, u=np.str_('ab'), r=records,
+                o=np.array([1, 'x'], dtype=object), d=collections.defaultdict(list, a=[np.int64(3)]))
+    buf = io.BytesIO()
+    torch.save(to_plain_checkpoint(ckpt), buf)
+    buf.seek(0)
+    out = torch.load(buf, weights_only=True)  # torch's default allow-list
+    assert out == dict(s={1, 2}, p=(1, 0.5), e=2, u='ab', r=[(1, 2.5)], o=[1, 'x'], d={'a': [3]})
+    assert [type(out[k]) for k in 'spedu'] == [set, tuple, int, dict, str]

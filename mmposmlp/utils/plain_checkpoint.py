@@ -9,6 +9,7 @@ reads with no allow-list. mmengine's ``HistoryBuffer`` becomes ``{'log_history',
 import collections
 import contextlib
 import contextvars
+import functools
 import warnings
 
 import numpy as np
@@ -22,20 +23,85 @@ HISTORY_KEYS = frozenset({'log_history', 'count_history', 'max_length'})
 _warned_types = set()
 
 
-def is_state_dict_metadata(attrs) -> bool:
-    """``{'_metadata': {module prefix: {'version': int, ...}}}``, the attribute of ``Module.state_dict()``."""
-    meta = attrs.get('_metadata') if isinstance(attrs, dict) and set(attrs) == {'_metadata'} else None
+def is_state_dict_metadata(meta) -> bool:
+    """``{module prefix: {'version': int, ...}}``, the ``_metadata`` attribute of ``Module.state_dict()``."""
     return type(meta) in (dict, collections.OrderedDict) and all(
         isinstance(k, str) and type(v) is dict and all(
             isinstance(a, str) and type(b) in (int, float, str, bool, type(None)) for a, b in v.items())
         for k, v in meta.items())
 
 
-def array_to_plain(arr: np.ndarray):
-    """A numeric array as a tensor (native byte order, own memory); any other array as plain lists."""
-    if arr.dtype.str[1:] in NUMERIC_DTYPES:
-        return torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder('=')).copy())
-    return to_plain_checkpoint(arr.tolist())
+class PlainTree:
+    """The one walk that copies a checkpoint's tree as plain data: :data:`LEAVES` and tensors as they are,
+    containers rebuilt, numeric numpy values as tensors and numbers; an object met twice is copied once.
+
+    The rest goes to the hooks, which say what a use does with it. As here, saving (:func:`to_plain_checkpoint`)
+    makes a frozenset a set, drops ``OrderedDict`` attributes other than a state dict's ``_metadata``, converts
+    what has a plain form and keeps anything else with a warning; loading (``safe_load._LoadedTree``) refuses.
+    """
+    frozenset_as = set  # torch's default weights-only allow-list has no frozenset
+
+    def __init__(self):
+        self.memo, self.active = {}, set()
+
+    def __call__(self, x, depth=0):
+        if type(x) in LEAVES:
+            return x
+        if isinstance(x, torch.Tensor):
+            return self.tensor(x)
+        self.enter(x, depth)
+        if id(x) not in self.memo:
+            self.active.add(id(x))
+            self.memo[id(x)] = x, self.convert(x, depth + 1)  # x kept alive: its id names no other object
+            self.active.discard(id(x))
+        return self.memo[id(x)][1]
+
+    def convert(self, x, depth):
+        walk = functools.partial(self, depth=depth)
+        if isinstance(x, dict):
+            out = (collections.OrderedDict if isinstance(x, collections.OrderedDict) else dict)(
+                (walk(k), walk(v)) for k, v in x.items())
+            metadata = self.metadata(x)
+            if metadata is not None:
+                out._metadata = metadata  # module versions torch keeps with every state dict
+            return out
+        if isinstance(x, (list, tuple, set, frozenset)):
+            kind = next((t for t in (list, tuple, set) if isinstance(x, t)), self.frozenset_as)
+            return kind(walk(v) for v in x)
+        if isinstance(x, (np.ndarray, np.generic)) and x.dtype.str[1:] in NUMERIC_DTYPES:
+            if isinstance(x, np.generic):
+                return x.item()
+            return torch.from_numpy(np.ascontiguousarray(x, dtype=x.dtype.newbyteorder('=')).copy())  # own memory
+        return self.other(x, walk)
+
+    def tensor(self, x):
+        return x
+
+    def enter(self, x, depth):
+        """Before ``x``, at ``depth``, is walked (``self.active``: the ids of those being walked)."""
+
+    def metadata(self, x):
+        """The state dict ``_metadata`` (module versions) the copy of mapping ``x`` keeps, or None."""
+        meta = getattr(x, '_metadata', None)
+        return meta if isinstance(x, collections.OrderedDict) and is_state_dict_metadata(meta) else None
+
+    def other(self, x, walk):
+        """What ``x``, none of the above, becomes; ``walk`` copies what it holds."""
+        from mmengine.logging.history_buffer import HistoryBuffer
+        if isinstance(x, HistoryBuffer):
+            log, count = x.data
+            return walk(plain_history(np.asarray(log), np.asarray(count), int(x.max_length)))
+        if isinstance(x, (np.ndarray, np.generic)):  # object, string, void and structured ones as Python values
+            return walk(x.tolist())
+        for base in (bool, int, float, str, bytes):  # subclasses (e.g. IntEnum)
+            if isinstance(x, base):
+                return base(x)
+        t = type(x)
+        if t not in _warned_types:
+            _warned_types.add(t)
+            warnings.warn(f'checkpoint holds a {t.__module__}.{t.__qualname__}, which is not plain data: '
+                          'loading this checkpoint will need --trust-checkpoint.')
+        return x
 
 
 def to_plain_checkpoint(obj):
@@ -43,47 +109,12 @@ def to_plain_checkpoint(obj):
 
     Other objects are kept, with a warning: such a checkpoint then needs ``--trust-checkpoint`` to load.
     """
-    from mmengine.logging.history_buffer import HistoryBuffer
-    memo = {}
+    return PlainTree()(obj)
 
-    def walk(x):
-        t = type(x)
-        if t in LEAVES or isinstance(x, torch.Tensor):
-            return x
-        if id(x) not in memo:
-            memo[id(x)] = convert(x, t)
-        return memo[id(x)]
 
-    def convert(x, t):
-        if isinstance(x, HistoryBuffer):
-            log, count = x.data
-            return dict(log_history=array_to_plain(np.asarray(log)), count_history=array_to_plain(np.asarray(count)),
-                        max_length=int(x.max_length))
-        if isinstance(x, np.ndarray):
-            return array_to_plain(x)
-        if isinstance(x, np.generic):
-            out = x.item()
-            return out if type(out) in LEAVES else walk(out)
-        if isinstance(x, collections.OrderedDict):
-            out = collections.OrderedDict((walk(k), walk(v)) for k, v in x.items())
-            if is_state_dict_metadata({'_metadata': getattr(x, '_metadata', None)}):
-                out._metadata = x._metadata
-            return out
-        if isinstance(x, dict):
-            return {walk(k): walk(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple, set, frozenset)):  # frozenset -> set (torch's safe loader has no frozenset)
-            base = list if isinstance(x, list) else tuple if isinstance(x, tuple) else set
-            return base(walk(v) for v in x)
-        for base in (bool, int, float, str, bytes):  # subclasses (e.g. IntEnum)
-            if isinstance(x, base):
-                return base(x)
-        if t not in _warned_types:
-            _warned_types.add(t)
-            warnings.warn(f'checkpoint holds a {t.__module__}.{t.__qualname__}, which is not plain data: '
-                          'loading this checkpoint will need --trust-checkpoint.')
-        return x
-
-    return walk(obj)
+def plain_history(log, count, max_length) -> dict:
+    """A ``HistoryBuffer``'s state as the dict a checkpoint holds (:data:`HISTORY_KEYS`)."""
+    return dict(log_history=log, count_history=count, max_length=max_length)
 
 
 def history_buffer_from_plain(state):

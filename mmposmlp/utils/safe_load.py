@@ -3,7 +3,7 @@
 
 Before torch reads a byte, :func:`~.checkpoint_scan.scan_file` checks the archive and what each pickle calls
 (:data:`ALLOWED_GLOBALS`, :data:`CALLABLE`, :data:`NEWOBJ`); during the load torch's process-wide allow-list is
-exactly ours; after it the result becomes plain data (:func:`_to_plain_loaded`). A refusal is one sentence naming
+exactly ours; after it the result becomes plain data (:class:`_LoadedTree`). A refusal is one sentence naming
 the file and what it asked for; trusting a file is a per-command choice (:mod:`.trust`). With
 :func:`register_mmengine_loaders`, mmengine's ``CheckpointLoader`` reads local and http(s) files the same way.
 """
@@ -24,9 +24,8 @@ import torch
 
 from .checkpoint_scan import describe, scan_file
 from .checkpoint_scan import Refused as _Refusal
-from .plain_checkpoint import (LEAVES, NUMERIC_DTYPES, array_to_plain, drop_config_text,  # noqa: F401
-                               history_buffer_from_plain, is_state_dict_metadata, keep_config_text,
-                               to_plain_checkpoint)
+from .plain_checkpoint import (NUMERIC_DTYPES, PlainTree, drop_config_text, history_buffer_from_plain,
+                               is_state_dict_metadata, keep_config_text, plain_history, to_plain_checkpoint)
 from .trust import TRUST_HINT, add_trust_argument, is_trusted, trusted_checkpoints  # noqa: F401
 
 __all__ = ['UnsafeCheckpointError', 'ALLOWED_GLOBALS', 'load_checkpoint', 'to_plain_checkpoint',
@@ -126,60 +125,50 @@ def _history_state(x):
             all(type(state[k]) is np.ndarray for k in ('_log_history', '_count_history'))):
         raise _Refusal(f'a HistoryBuffer with state {describe(sorted(map(str, state)) or x.state)}')
     # the statistics methods are dropped: a load never changes HistoryBuffer._statistics_methods
-    return dict(log_history=state['_log_history'], count_history=state['_count_history'],
-                max_length=state['max_length'])
+    return plain_history(state['_log_history'], state['_count_history'], state['max_length'])
 
 
-def _to_plain_loaded(obj, limit):
-    """Replace numpy values and placeholders by plain data; refuse cycles, deep nesting, tensors larger than
-    the file or with backward hooks, and anything not plain."""
-    memo, active = {}, set()
+class _LoadedTree(PlainTree):
+    """What torch's restricted load returned, as plain data: numpy dtypes become their names, placeholders
+    their state; refused are cycles, deep nesting, tensors larger than the file (``limit`` bytes) or with
+    backward hooks, ``OrderedDict`` attributes besides a state dict's ``_metadata``, and anything not plain."""
+    frozenset_as = frozenset
 
-    def walk(x, depth):
-        t = type(x)
-        if t in LEAVES:
-            return x
-        if t in (torch.Tensor, torch.nn.Parameter):
-            if x.numel() * x.element_size() > limit:
-                raise _Refusal(f'a tensor of {x.numel()} elements, larger than the file')
-            if x._backward_hooks:  # what the file gave _rebuild_tensor_v2 or _rebuild_parameter as hooks
-                raise _Refusal('a tensor with backward hooks')
-            return x
-        if id(x) in active:
+    def __init__(self, limit):
+        super().__init__()
+        self.limit = limit
+
+    def tensor(self, x):
+        if type(x) not in (torch.Tensor, torch.nn.Parameter):
+            raise _Refusal(f'an object of type {type(x).__name__}')
+        if x.numel() * x.element_size() > self.limit:
+            raise _Refusal(f'a tensor of {x.numel()} elements, larger than the file')
+        if x._backward_hooks:  # what the file gave _rebuild_tensor_v2 or _rebuild_parameter as hooks
+            raise _Refusal('a tensor with backward hooks')
+        return x
+
+    def enter(self, x, depth):
+        if id(x) in self.active:
             raise _Refusal('a self-referencing structure')
         if depth > MAX_DEPTH:
             raise _Refusal(f'data nested deeper than {MAX_DEPTH} levels')
-        if id(x) not in memo:
-            active.add(id(x))
-            memo[id(x)] = convert(x, t, depth + 1)
-            active.discard(id(x))
-        return memo[id(x)]
 
-    def convert(x, t, depth):
-        if t in (dict, collections.OrderedDict):
-            out = t((walk(k, depth), walk(v, depth)) for k, v in x.items())
-            attrs = getattr(x, '__dict__', None)
-            if attrs and not is_state_dict_metadata(attrs):
-                raise _Refusal(f'OrderedDict attributes {describe(sorted(map(str, attrs)))}')
-            if attrs:
-                out._metadata = attrs['_metadata']  # module versions torch keeps with every state_dict
-            return out
-        if t in (list, tuple, set, frozenset):
-            return t(walk(v, depth) for v in x)
-        if t is np.ndarray and x.dtype.str[1:] in NUMERIC_DTYPES:
-            return array_to_plain(x)
-        if isinstance(x, np.generic) and x.dtype.str[1:] in NUMERIC_DTYPES:
-            return x.item()
+    def metadata(self, x):
+        attrs = getattr(x, '__dict__', None)
+        if attrs and not (set(attrs) == {'_metadata'} and is_state_dict_metadata(attrs['_metadata'])):
+            raise _Refusal(f'OrderedDict attributes {describe(sorted(map(str, attrs)))}')
+        return super().metadata(x)
+
+    def other(self, x, walk):
+        t = type(x)
         if isinstance(x, np.dtype):
             return str(x)
         if t is _HistoryBuffer:
-            return walk(_history_state(x), depth)
+            return walk(_history_state(x))
         if t is _Namespace and isinstance(x.state, dict) and all(isinstance(k, str) for k in x.state):
-            return {k: walk(v, depth) for k, v in x.state.items()}
+            return {k: walk(v) for k, v in x.state.items()}
         raise _Refusal(f'{describe(x)} without a state of data' if t in (_HistoryBuffer, _Namespace) else
                        f'an object of type {t.__name__}')
-
-    return walk(obj, 0)
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -232,7 +221,7 @@ def load_checkpoint(file, map_location='cpu', source: Optional[str] = None, trus
             scan_file(f, size, _POLICY)
             with _torch_allow_list_is_ours():
                 data = torch.load(f, map_location=map_location, weights_only=True, mmap=False)
-        return _to_plain_loaded(data, size)
+        return _LoadedTree(size)(data)
     except _Refusal as e:
         raise UnsafeCheckpointError(f'refusing to load {source}: it asks for {e}, which a data-only load does not '
                                     f'allow; {TRUST_HINT}.') from None
