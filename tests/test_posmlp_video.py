@@ -517,3 +517,77 @@ def test_postgu_training_step_never_allocates_all_groups_matrices(gate_type, mon
     monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 1 << 40)
     dense = step(units)
     assert {d.split(':')[0] for d in dense.dense} == {u['name'] for u in units}
+
+
+def _video_module(axes, seed=0):
+    from mmposmlp.models.backbones.posmlp_video import PosMLPVideoModule
+    torch.manual_seed(seed)
+    mod = PosMLPVideoModule(16, 4, (4, 3, 3), 4, [axes], norm_cfg=dict(type='LN', eps=1e-6),
+                            act_cfg=dict(type='GELU')).double()
+    with torch.no_grad():
+        for p in mod.parameters():
+            p.normal_(0, 0.3)
+    return mod
+
+
+def _row_major_gate_over(gate, h, axes, window):
+    """The gating unit on row-major windows of each clip, frame or position of ``h`` (B, T, H, W, C):
+    padded, windowed, masked (the masked windows recomputed with their masks), reversed and cropped."""
+    from mmposmlp.models.layers.windows import crop, make_layout, pad_to_multiple
+    B, T, H, W, C = h.shape
+    if axes == 't':
+        y, win, valid = h.permute(0, 2, 3, 1, 4).reshape(B * H * W, T, C), tuple(window[:1]), (T, )
+    elif axes == 'hw':
+        y, win, valid = h.reshape(B * T, H, W, C), tuple(window[1:]), (H, W)
+    else:
+        y, win, valid = h, tuple(window), (T, H, W)
+    y = pad_to_multiple(y, win)
+    layout = make_layout(y, valid, win)
+    assert layout.masked and not layout.ordered
+    y = crop(layout.reverse(gate(layout.partition(y), layout)), valid)
+    if axes == 't':
+        return y.reshape(B, H, W, T, -1).permute(0, 3, 1, 2, 4)
+    return y.reshape(B, T, H, W, -1)
+
+
+@pytest.mark.parametrize('axes', ['t', 'hw', 'thw'])
+def test_masked_clip_windows_equal_row_major_windows(axes):
+    """fp64, a clip padded on every axis: the module (windows numbered by mask over the whole batch,
+    training function and inference) gives the values and every gradient of the plain autograd
+    composition on row-major windows of each clip, frame or position."""
+    mod = _video_module(axes)
+    x = torch.randn(2, 5, 7, 4, 16, dtype=torch.float64, requires_grad=True)
+    params = [x, *mod.parameters()]
+    weight = torch.randn(2, 5, 7, 4, 16, dtype=torch.float64)
+    ref = mod.fc2(_row_major_gate_over(mod.gate(axes), mod.act(mod.fc1(mod.norm(x))), axes, mod.window))
+    out = mod(x)
+    assert (out - ref).abs().max() < 1e-12
+    for i, (a, b) in enumerate(zip(torch.autograd.grad((ref * weight).sum(), params),
+                                   torch.autograd.grad((out * weight).sum(), params))):
+        assert a is not None and b is not None and (a - b).abs().max() < 1e-10, i
+    with torch.no_grad():
+        assert (mod(x) - ref).abs().max() < 1e-12
+
+
+@pytest.mark.parametrize('axes', ['t', 'hw', 'thw'])
+def test_masked_clip_windows_are_mixed_once(axes):
+    """A padded clip costs the token mixing of a clip with as many windows and no padding, in training
+    (forward and backward) and in inference: no window is mixed twice."""
+    from torch.utils.flop_counter import FlopCounterMode
+    mod = _video_module(axes)
+
+    def mixing_flops(shape):
+        x = torch.randn(*shape, 16, dtype=torch.float64, requires_grad=True)
+        found = []
+        for train in (True, False):
+            with FlopCounterMode(display=False) as counter, torch.set_grad_enabled(train):
+                out = mod(x)
+                if train:
+                    out.sum().backward()
+            found.append(sum(n for op, n in counter.get_flop_counts()['Global'].items() if 'bmm' in str(op)))
+        return found
+
+    # the axes that are windowed padded to window multiples (5 -> 8 frames, 7 x 4 -> 9 x 6)
+    unpadded = {'t': (2, 8, 7, 4), 'hw': (2, 5, 9, 6), 'thw': (2, 8, 9, 6)}[axes]
+    padded, plain = mixing_flops((2, 5, 7, 4)), mixing_flops(unpadded)
+    assert min(plain) > 0 and padded == plain

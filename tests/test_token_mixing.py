@@ -117,3 +117,37 @@ def test_groupwise_matrices_equal_dense(gate_type, monkeypatch):
     assert (grouped - dense).abs().max() < 1e-12
     with torch.no_grad():
         assert (run() - dense_eval).abs().max() < 1e-12
+
+
+@pytest.mark.parametrize('gate_type', ['glrpe', 'ggqpe'])
+@pytest.mark.parametrize('by_run', [True, False])
+def test_groupwise_fused_gated_mlp_equals_autograd_composition(gate_type, by_run, monkeypatch):
+    """Matrices built one group at a time inside the fused function (padded and shifted mask-ordered
+    windows, fp64): the values and every gradient of the plain composition (whose mixing is built one
+    group at a time too), the dense matrices never built, and the block input, ``fc1``'s output and the
+    mixed half the only hidden-sized tensors kept for backward."""
+    from mmposmlp.models.layers.windows import map_layout
+    torch.manual_seed(5)
+    window, cin, hidden, groups, valid = (4, 4), 8, 48, 4, (11, 15)
+    monkeypatch.setattr(gating, 'RUNS_MIXING_SHARE', 0 if by_run else 1e9)
+    fc1, fc2, act = nn.Linear(cin, hidden).double(), nn.Linear(hidden // 2, 5).double(), nn.GELU()
+    norm = _randomized(nn.LayerNorm(cin).double(), 0.3)
+    gate = _randomized(PositionalGatingUnit(hidden, window, groups, gate_type).double())
+    x = torch.randn(2, *valid, cin, dtype=torch.float64)
+    layout = map_layout(x, window, (2, 2))
+    windows = layout.partition_map(x).requires_grad_()
+    params = [windows, *fc1.parameters(), *fc2.parameters(), *gate.parameters(), *norm.parameters()]
+    monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 0)
+
+    def refuse(*args):
+        raise AssertionError('the dense (G, N, N) matrices were built')
+
+    monkeypatch.setattr(gate.mixing, 'logits', refuse)
+    plain, saved_plain = _saved_bytes(lambda: fc2(gate(act(fc1(norm(windows))), layout)))
+    fused, saved = _saved_bytes(lambda: gate.forward_mlp(windows, fc1, act, fc2, layout, norm=norm))
+    assert (fused - plain).abs().max() < 1e-12
+    for i, (a, b) in enumerate(zip(_grads(plain, params), _grads(fused, params))):
+        assert a is not None and b is not None and (a - b).abs().max() < 1e-10, i
+    tokens = windows[..., 0].numel()
+    assert saved_plain - saved >= tokens * (cin + hidden + hidden // 2) * 8
+    assert saved <= tokens * (cin + hidden + hidden // 2) * 8 + (1 << 16)  # x, h, P X1 + b; parameters aside

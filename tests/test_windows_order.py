@@ -95,3 +95,110 @@ def test_token_mixing_on_ordered_windows_equals_row_major(valid, window, shift, 
     with torch.no_grad():
         assert (run(ordered) - ref).abs().max() < 1e-12
         assert (run(plain) - ref).abs().max() < 1e-12
+
+
+def _reference_gated_mlp(x, fc1, act, fc2, norm, gate, window, shift):
+    """``fc2(PoSGU(GELU(fc1(LN x))))`` on the map ``x`` from first principles: row-major windows of the
+    padded (rolled) map, every window mixed by the matrix of its own key mask (an einsum per window)."""
+    from mmposmlp.models.layers.windows import _window_patterns, window_partition, window_reverse
+    B, H, W, _ = x.shape
+    padded = padded_shape((H, W), window)
+    layout = WindowLayout(padded, (H, W), window, shift, x.device)
+    y = torch.roll(pad_to_multiple(norm(x), window), [-s for s in layout.shift], (1, 2))
+    h = act(fc1(window_partition(y, window)))  # (B, nW, N, hidden)
+    u, v = h.chunk(2, dim=-1)
+    base, masked = gate.mixing.matrices(layout.patterns)
+    pattern = _window_patterns(layout.padded, layout.valid, layout.window, layout.shift, False)
+    mats = base.expand(pattern.numel(), *base.shape).clone()
+    for k in layout.masked_patterns:
+        mats[pattern == k] = masked[k]
+    per_channel = mats[:, torch.arange(u.shape[-1]) % gate.groups]  # (nW, C1, N, N), channel c: group c mod G
+    mixed = torch.einsum('wcmn,bwnc->bwmc', per_channel, u) + gate.token_bias[:, None]
+    z = fc2(mixed * v)
+    z = torch.roll(window_reverse(z, window, padded), list(layout.shift), (1, 2))
+    return z[:, :H, :W]
+
+
+@pytest.mark.parametrize('valid,window,shift', [c for c in CASES if c[0] != (8, 8)])
+@pytest.mark.parametrize('by_run', [True, False])
+def test_masked_windows_equal_first_principles(valid, window, shift, by_run, monkeypatch):
+    """fp64, padded and shifted windows: the fused training function, the plain autograd composition and
+    the chunked inference path on mask-ordered windows, run by run and with only the mixing run by run,
+    give the values and every gradient of the per-window reference."""
+    torch.manual_seed(3)
+    cin, hidden, groups = 8, 48, 4
+    monkeypatch.setattr(gating, 'RUNS_MIXING_SHARE', 0 if by_run else 1e9)
+    fc1, fc2 = nn.Linear(cin, hidden).double(), nn.Linear(hidden // 2, 5).double()
+    norm = _randomized(nn.LayerNorm(cin).double(), 0.3)
+    gate = _randomized(PositionalGatingUnit(hidden, window, groups, 'ggqpe').double())
+    act = nn.GELU()
+    x = torch.randn(2, *valid, cin, dtype=torch.float64, requires_grad=True)
+    params = [x, *fc1.parameters(), *fc2.parameters(), *gate.parameters(), *norm.parameters()]
+    weight = torch.randn(2, *valid, 5, dtype=torch.float64)
+    layout = map_layout(x, window, shift)
+    assert len(layout.runs(0, 2 * layout.partition_map(x).shape[1])) > 2  # several masks per image
+
+    def fused():
+        return layout.reverse_map(gate.forward_mlp(layout.partition_map(x), fc1, act, fc2, layout, norm=norm))
+
+    def plain():
+        return layout.reverse_map(fc2(gate(act(fc1(norm(layout.partition_map(x)))), layout)))
+
+    ref = _reference_gated_mlp(x, fc1, act, fc2, norm, gate, window, shift)
+    ref_grads = torch.autograd.grad((ref * weight).sum(), params)
+    for path in (fused, plain):
+        out = path()
+        assert (out - ref).abs().max() < 1e-12, path.__name__
+        for i, (a, b) in enumerate(zip(ref_grads, torch.autograd.grad((out * weight).sum(), params))):
+            assert (a - b).abs().max() < 1e-10, (path.__name__, i)
+    monkeypatch.setattr(gating, 'CHUNK_BYTES', hidden * 16 * 8 * 3)  # chunks of 3 windows
+    with torch.no_grad():
+        assert (fused() - ref).abs().max() < 1e-12
+
+
+def _mixing_flops(fn):
+    """Multiply-adds of the batched matmuls (the token mixing; the FCs are plain GEMMs) while ``fn()`` runs."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    ops = counter.get_flop_counts()['Global']
+    return sum(n for op, n in ops.items() if 'bmm' in str(op))
+
+
+@pytest.mark.parametrize('valid,shift', [((11, 15), (0, 0)), ((11, 15), (2, 2)), ((12, 16), (2, 2))])
+@pytest.mark.parametrize('cin,groupwise', [(8, False), (160, False), (8, True)])
+def test_every_window_is_mixed_once(valid, shift, cin, groupwise, monkeypatch):
+    """A padded and/or shifted map of 3 x 4 windows costs the token mixing of 12 windows, as a map of 3 x 4
+    windows without any mask does - in the training function (forward and backward), in inference and in the
+    plain composition: no window is mixed with the unmasked matrix and again with its own. ``cin`` 160:
+    the mixing is below ``RUNS_MIXING_SHARE`` of the FCs, so only the mixing goes run by run; ``groupwise``:
+    the matrices are built one group at a time."""
+    torch.manual_seed(4)
+    monkeypatch.setattr(gating, 'GROUPWISE_BYTES', 0 if groupwise else gating.GROUPWISE_BYTES)
+    window, hidden, groups = (4, 4), 48, 4
+    fc1, fc2, act = nn.Linear(cin, hidden).double(), nn.Linear(hidden // 2, 5).double(), nn.GELU()
+    norm = nn.LayerNorm(cin).double()
+    gate = PositionalGatingUnit(hidden, window, groups, 'glrpe').double()
+
+    def counts(valid, shift):
+        x = torch.randn(2, *valid, cin, dtype=torch.float64, requires_grad=True)
+        layout = map_layout(x, window, shift)
+
+        def train():
+            windows = layout.partition_map(x)
+            gate.forward_mlp(windows, fc1, act, fc2, layout, norm=norm).sum().backward()
+
+        def infer():
+            with torch.no_grad():
+                gate.forward_mlp(layout.partition_map(x), fc1, act, fc2, layout, norm=norm)
+
+        def plain():
+            fc2(gate(act(fc1(norm(layout.partition_map(x)))), layout)).sum().backward()
+
+        return layout, [_mixing_flops(f) for f in (train, infer, plain)]
+
+    layout, masked = counts(valid, shift)
+    plain_layout, unmasked = counts((12, 16), (0, 0))
+    assert layout.masked and not plain_layout.masked
+    assert min(unmasked) > 0
+    assert masked == unmasked

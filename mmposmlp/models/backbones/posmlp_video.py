@@ -22,7 +22,7 @@ from ..checkpoints import load_pretrained_init_cfg, pretrained_init_cfg
 from ..converters.posmlp_video import checkpoint_filter_fn
 from ..layers.export_mode import exporting
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
-from ..layers.windows import crop, make_layout, pad_to_multiple, to_tuple
+from ..layers.windows import crop, make_layout, map_layout, pad_to_multiple, to_tuple
 
 #: block types of Fig. 2 / Table 3 (paper names; lower case accepted).
 BLOCK_TYPES = ('PoTGU+PoSGU', 'PoTGU->PoSGU', 'PoSGU->PoTGU', 'PoSTGU', 'PoSGU', 'PoTGU')
@@ -60,6 +60,25 @@ def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window,
     """
     if isinstance(gate, IdentityGate):
         return gate(x) if mlp is None else mlp[2](gate(mlp[1](mlp[0](x))))
+    in_graph = exporting(gate)  # the unit's export mode: layout computed in the graph
+    if not in_graph:
+        # the clips as one map (1, B, T, H, W) with windows of one clip (and, for 'hw', one frame; for
+        # 't', one position): windows numbered by key mask over the whole batch, so each mask is one run
+        win = {'t': (window[0], 1, 1), 'hw': (1, *window[1:]), 'thw': tuple(window)}[axes]
+        layout = map_layout(x[None], (1, *win))
+        if layout.masked:
+            windows = layout.partition_map(x[None])
+            windows = gate(windows, layout) if mlp is None else gate.forward_mlp(windows, *mlp, layout=layout)
+            return layout.reverse_map(windows)[0]
+    return _gate_over_row_major(gate, x, axes, window, mlp, in_graph)
+
+
+def _gate_over_row_major(gate: nn.Module, x: torch.Tensor, axes: str, window,
+                         mlp: Optional[Tuple[nn.Linear, nn.Module, nn.Linear]] = None,
+                         in_graph: bool = False) -> torch.Tensor:
+    """:func:`_gate_over` on row-major windows of each clip, frame or position: for maps that need no
+    mask (windowed without padding; the temporal windows leave the output a permuted view) and in export
+    mode (``in_graph``: sizes may be symbolic, padding, masks and crop computed in the graph)."""
     B, T, H, W, C = x.shape
     if axes == 't':
         y = x.permute(0, 2, 3, 1, 4).reshape(B * H * W, T, C)
@@ -69,13 +88,11 @@ def _gate_over(gate: nn.Module, x: torch.Tensor, axes: str, window,
         win, valid = tuple(window[1:]), (H, W)
     else:
         y, win, valid = x, tuple(window), (T, H, W)
-    in_graph = exporting(gate)  # the unit's export mode
     y = pad_to_multiple(y, win, in_graph)
     layout = make_layout(y, valid, win, in_graph=in_graph)
     windows = layout.partition(y)
     windows = gate(windows, layout) if mlp is None else gate.forward_mlp(windows, *mlp, layout=layout)
-    y = layout.reverse(windows)
-    y = crop(y, valid, in_graph)
+    y = crop(layout.reverse(windows), valid, in_graph)
     C2 = y.shape[-1]
     if axes == 't':
         return y.reshape(B, H, W, T, C2).permute(0, 3, 1, 2, 4)

@@ -26,8 +26,8 @@ from mmposmlp.utils.compat import is_compiling
 from .relative_position import (DenseTokenMixing, GaussianPositionMixing, LearnedPositionMixing,
                                 cached_on_tensors, infer_window, resize_grid_values)
 from .export_mode import ExportModeMixin, exporting, torch_is_exporting
-from .token_mixing import (GatedMLPFunction, GatedMLPSpec, GroupwiseMixingFunction, apply_token_mixing,
-                           mix_windows)
+from .token_mixing import (EACH, GatedMLPFunction, GatedMLPSpec, GroupwiseMixingFunction, apply_token_mixing,
+                           mix_run)
 from .windows import WindowLayout
 
 #: preset name -> (mixing, kwargs). ``groups`` comes from the stage.
@@ -73,21 +73,26 @@ GROUPWISE_BYTES = 128 << 20
 
 #: the windows of a mask-ordered layout are processed run by run (one matrix per run, but ``fc1`` and ``fc2``
 #: cut into one GEMM per run) where the token mixing costs at least this share of the FCs' multiply-adds;
-#: below it the masked windows are recomputed instead. Measured on PosMLP-T at 800x1344, one thread: by
-#: run faster at stages 0-2 (mixing 68% / 34% / 17% of the FCs), slower at stage 3 (2.1%, 49-token runs)
+#: below it the FCs take all windows at once and only the mixing goes run by run (each run's rows copied
+#: out and back). Measured on PosMLP-T at 800x1344, one thread: by run faster at stages 0-2 (mixing 68% /
+#: 34% / 17% of the FCs), slower at stage 3 (2.1%, 49-token runs)
 RUNS_MIXING_SHARE = 1 / 16
 
 
 def _mixing_runs(layout: Optional[WindowLayout], masked: Optional[torch.Tensor], start: int, count: int,
                  by_run: bool = True):
     """:data:`~.token_mixing.MixingRun` s of windows ``start .. start + count``: one per run of a
-    mask-ordered layout (``by_run``), else one for all windows with the masked ones listed for
+    mask-ordered layout (``by_run``), else one for all windows: of a mask-ordered layout, its runs each
+    mixed once (:data:`~.token_mixing.EACH`); of a row-major layout, with the masked windows listed for
     recomputation."""
     if masked is None or layout is None or not layout.masked_patterns:
         return ((None, 0, count, []), )
-    if layout.ordered and by_run:
-        return tuple((k, first, end, []) for k, first, end in layout.runs(start, count))
-    return ((None, 0, count, layout.masked_rows(start, count)), )
+    if not layout.ordered:
+        return ((None, 0, count, layout.masked_rows(start, count)), )
+    runs = layout.runs(start, count)
+    if by_run or len(runs) == 1:
+        return tuple((k, first, end, []) for k, first, end in runs)
+    return ((EACH, 0, count, runs), )
 
 
 def _plain(module: nn.Module, kind: type) -> bool:
@@ -236,7 +241,7 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         M = B * nW
         weights = self._group_major_weights(fc1, fc2)
         groupwise = self._groupwise(x)
-        if not groupwise and not exporting(self) and _fused_training(x, act, norm) and \
+        if not exporting(self) and _fused_training(x, act, norm) and \
                 (layout is None or not layout.in_graph):
             return self._fused_mlp(x, weights, fc2.bias, act, norm, layout)
         if norm is not None:
@@ -268,13 +273,18 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         w1, b1, w2 = weights
         B, nW, N, _ = x.shape
         patterns = layout.patterns if layout is not None else None
-        base, masked = self.mixing.matrices(patterns)
-        runs = _mixing_runs(layout, masked, 0, B * nW, self._by_run(weights))
+        runs = _mixing_runs(layout, patterns, 0, B * nW, self._by_run(weights))
         # the mixing is recomputed in backward where it costs less than a quarter of the FCs' work
         mixing_macs, fc_macs = self._macs_per_token(weights)
         cheap = 4 * mixing_macs <= fc_macs
-        spec = GatedMLPSpec(self.groups, N, runs, act.approximate, None if norm is None else norm.eps, cheap)
+        groupwise = (self.mixing, patterns) if self._groupwise(x) else None
+        spec = GatedMLPSpec(self.groups, N, runs, act.approximate, None if norm is None else norm.eps, cheap,
+                            groupwise)
         ln_w, ln_b = (None, None) if norm is None else (norm.weight, norm.bias)
+        if groupwise is not None:  # the matrices of one group at a time, inside the function
+            return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, None, None, self.token_bias, spec,
+                                          *self.mixing.parameters())
+        base, masked = self.mixing.matrices(patterns)
         return GatedMLPFunction.apply(x, ln_w, ln_b, w1, b1, w2, bias2, base, masked, self.token_bias, spec)
 
     def _mlp_windows(self, rows: torch.Tensor, weights, bias2: Optional[torch.Tensor], act: nn.Module,
@@ -342,18 +352,15 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         batch's windows; padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
         if self._groupwise(u) and not (layout is not None and layout.in_graph):
-            rows = layout.masked_rows(start, u.shape[2]) if layout is not None and layout.masked_patterns else []
-            return GroupwiseMixingFunction.apply(self.mixing, patterns, rows, u, self.token_bias,
+            run, = _mixing_runs(layout, patterns, start, u.shape[2], by_run=False)
+            return GroupwiseMixingFunction.apply(self.mixing, patterns, run, u, self.token_bias,
                                                  *self.mixing.parameters())
         base, masked = self.mixing.matrices(patterns)
         if layout is not None and layout.in_graph:  # export: masks per class block of windows
             return layout.mix_windows(u, lambda m, x: apply_token_mixing(m, x, self.token_bias), base, masked,
                                       self.token_bias)
-        runs = _mixing_runs(layout, masked, start, u.shape[2])
-        if len(runs) > 1:  # windows of several masks: the unmasked matrix, then the masked windows redone
-            runs = ((None, 0, u.shape[2], layout.masked_rows(start, u.shape[2])), )
-        k, _, _, rows = runs[0]
-        return mix_windows(u, base if k is None else masked[k], masked, self.token_bias, rows)
+        run, = _mixing_runs(layout, masked, start, u.shape[2], by_run=False)
+        return mix_run(u, run, base, masked, self.token_bias)
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``X2 * (P X1 + b)`` (or ``+`` / ``Concat``, :attr:`combine`): the product also takes

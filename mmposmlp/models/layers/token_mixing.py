@@ -2,11 +2,12 @@
 
 Layout (see :mod:`.gating`): ``X1`` is ``(G, K, R, N)`` - groups, channels per group, windows, tokens
 of a window - so all rows of a group are mixed by one batched matmul. Windows that need a masked
-matrix (padding, shifted-window seams) are either consecutive runs of windows with one mask (a
-mask-ordered :class:`~.windows.WindowLayout`): :class:`GatedMLPFunction` then keeps the hidden tensor
-of each run as its own contiguous block, so each run is mixed once by its own matrix; or they are
-listed as ``[(pattern, window indices)]`` and recomputed with their pattern's matrix after the
-unmasked one (:func:`mix_windows`).
+matrix (padding, shifted-window seams) are consecutive runs of windows with one mask in a
+mask-ordered :class:`~.windows.WindowLayout`: :class:`GatedMLPFunction` either keeps the hidden tensor
+of each run as its own contiguous block, so each run is mixed once by its own matrix, or keeps one
+block and mixes each run once after copying its rows out (:func:`mix_each`). In a row-major layout
+they are listed as ``[(pattern, window indices)]`` and recomputed with their pattern's matrix after
+the unmasked one (:func:`mix_windows`).
 
 :class:`GatedMLPFunction` is ``fc2((P X1 + b) * X2)`` with ``[X1 | X2] = act(fc1(LN(x)))`` (PosMLP
 Eq. 9, Fig. 2d) for training: autograd would keep seven tensors per block (the LayerNorm's input and
@@ -84,9 +85,52 @@ def _mix_backward(grad_out: torch.Tensor, u: torch.Tensor, base: torch.Tensor, m
     return grad_base, grad_masked
 
 
+#: ``((pattern, first, end), ...)``: consecutive windows sharing one matrix (``None``: the unmasked one)
+WindowRuns = Tuple[Tuple[Optional[int], int, int], ...]
+
+
+def mix_each(u: torch.Tensor, base: torch.Tensor, masked: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+             runs: WindowRuns, into: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``P X1 + b`` for ``u`` (G, K, R, N) whose windows are cut into ``runs`` (covering all of them): each
+    run copied out, mixed once by its own matrix (``base`` or ``masked[pattern]``) and written back."""
+    out = torch.empty_like(u) if into is None else into.view(u.shape)
+    for k, first, end in runs:
+        matrix = base if k is None else masked[k]
+        out[:, :, first:end] = apply_token_mixing(matrix, u[:, :, first:end].contiguous(), bias)
+    return out
+
+
+def _mix_each_backward(grad_out: torch.Tensor, u: torch.Tensor, base: torch.Tensor, masked: Optional[torch.Tensor],
+                       runs: WindowRuns, grad_u: torch.Tensor, need_base: bool, need_masked: bool):
+    """Gradients of :func:`mix_each` (bias aside): ``grad_u`` (written in place), ``d base`` and ``d masked``."""
+    G, N = u.shape[0], u.shape[-1]
+    grad_base = torch.zeros_like(base) if need_base else None
+    grad_masked = torch.zeros_like(masked) if need_masked and masked is not None else None
+    for k, first, end in runs:
+        g = grad_out[:, :, first:end].reshape(G, -1, N)
+        matrix = base if k is None else masked[k]
+        acc = grad_base if k is None else grad_masked[k] if grad_masked is not None else None
+        if acc is not None:
+            acc += torch.bmm(g.transpose(1, 2), u[:, :, first:end].reshape(G, -1, N)).to(acc.dtype)
+        grad_u[:, :, first:end] = torch.bmm(g, matrix.to(u.dtype)).view(G, u.shape[1], -1, N)
+    return grad_base, grad_masked
+
+
 #: ``(pattern, first, end, masked_rows)``: windows ``first .. end`` mixed by ``masked[pattern]`` (``None``:
-#: the unmasked matrix), then its ``masked_rows`` (local to the run) recomputed with their masks
+#: the unmasked matrix), then its ``masked_rows`` (local to the run) recomputed with their masks. Pattern
+#: :data:`EACH`: ``masked_rows`` is instead the run's :data:`WindowRuns` (local), each mixed once by :func:`mix_each`
 MixingRun = Tuple[Optional[int], int, int, MaskedRows]
+
+#: the pattern of a :data:`MixingRun` whose windows are cut into runs of their own matrices
+EACH = -1
+
+
+def mix_run(u: torch.Tensor, run: MixingRun, base, masked, bias, into: Optional[torch.Tensor] = None):
+    """The token mixing of one :data:`MixingRun` of windows ``u`` (G, K, R, N)."""
+    k, _, _, rows = run
+    if k == EACH:
+        return mix_each(u, base, masked, bias, rows, into)
+    return mix_windows(u, base if k is None else masked[k], masked, bias, rows, into)
 
 
 class GatedMLPSpec(NamedTuple):
@@ -97,6 +141,10 @@ class GatedMLPSpec(NamedTuple):
     approximate: str  # GELU's
     eps: Optional[float]  # the LayerNorm's; None: the input is already normed
     recompute_mixing: bool = False  # recompute P X1 + b in backward instead of keeping it
+    #: ``(mixing, patterns)``: the positional matrices built one group at a time from ``mixing`` (a
+    #: ``_PositionMixing``) for key masks ``patterns``, in forward and again in backward (``base`` and
+    #: ``masked`` are then None and the mixing's parameters follow ``spec``)
+    groupwise: Optional[tuple] = None
 
 
 def _linear_t(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -123,11 +171,46 @@ def _mix_all(a: torch.Tensor, spec: GatedMLPSpec, base, masked, token_bias) -> t
     hidden = a.numel() // (spec.runs[-1][2] * N)
     half = hidden // 2
     out = a.new_empty(a.numel() // 2)
-    for ((k, first, end, masked_rows), act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N),
-                                                               _blocks(out, half, spec.runs, N)):
-        u = act[:half].view(G, half // G, end - first, N)
-        mix_windows(u, base if k is None else masked[k], masked, token_bias, masked_rows, into=mixed)
+    for group, base_g, masked_g in _group_matrices(spec, base, masked):
+        for (run, act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N), _blocks(out, half, spec.runs, N)):
+            shape = (G, half // G, run[2] - run[1], N)
+            u, into = act[:half].view(shape)[group], mixed.view(shape)[group]
+            mix_run(u, run, base_g, masked_g, token_bias, into=into)
     return out
+
+
+def _group_matrices(spec: GatedMLPSpec, base, masked, grad: bool = False):
+    """``(groups, base, masked)`` to mix with: all groups at once (``slice(None)``), or, for
+    ``spec.groupwise``, each group's matrices built in turn (``grad``: with autograd)."""
+    if spec.groupwise is None:
+        yield slice(None), base, masked
+        return
+    mixing, patterns = spec.groupwise
+    for g in range(spec.groups):
+        with torch.set_grad_enabled(grad):
+            base_g, masked_g = mixing.group_matrices(g, patterns)
+        yield slice(g, g + 1), base_g, masked_g
+
+
+def _run_mixing_backward(run: MixingRun, grad_mixed, u, grad_u, base, masked, grad_base, grad_masked):
+    """Backward of one run's token mixing: writes ``grad_u`` and adds the matrices' gradients into
+    ``grad_base`` / ``grad_masked`` (None: not needed)."""
+    k, _, _, rows = run
+    if k == EACH:
+        found = _mix_each_backward(grad_mixed, u, base, masked, rows, grad_u, grad_base is not None,
+                                   grad_masked is not None)
+        for acc, grad in zip((grad_base, grad_masked), found):
+            if grad is not None:
+                acc += grad
+        return
+    matrix = base if k is None else masked[k]
+    need_matrix = (grad_base if k is None else grad_masked) is not None
+    grad_matrix, grad_fixed = _mix_backward(grad_mixed, u, matrix, masked, rows, grad_u, need_matrix,
+                                            grad_masked is not None)
+    if grad_matrix is not None:
+        (grad_base if k is None else grad_masked[k]).add_(grad_matrix)
+    if grad_fixed is not None:
+        grad_masked += grad_fixed
 
 
 class GatedMLPFunction(torch.autograd.Function):
@@ -140,10 +223,15 @@ class GatedMLPFunction(torch.autograd.Function):
     The hidden tensor is stored run by run (``spec.runs``): each run's ``(C_hidden, tokens)`` block is
     contiguous, so the token mixing of a run is one batched matmul with its own matrix; ``fc1`` and
     ``fc2`` are one GEMM per run (``fc2`` writes the columns of one output).
+
+    With ``spec.groupwise`` (joint spatio-temporal windows) the positional matrices are built one group
+    at a time inside the function, in forward and again, with autograd, in backward (as
+    :class:`GroupwiseMixingFunction`); the mixing's parameters follow ``spec`` and get their gradients.
     """
 
     @staticmethod
-    def forward(ctx, x, ln_weight, ln_bias, w1, b1, w2, b2, base, masked, token_bias, spec: GatedMLPSpec):
+    def forward(ctx, x, ln_weight, ln_bias, w1, b1, w2, b2, base, masked, token_bias, spec: GatedMLPSpec,
+                *mixing_params):
         C = x.shape[-1]
         rows = x.reshape(-1, C)
         mean = rstd = None
@@ -187,32 +275,30 @@ class GatedMLPFunction(torch.autograd.Function):
         grad_bias = torch.zeros_like(token_bias) if need[9] else None
         grad_base = torch.zeros_like(base) if need[7] else None
         grad_masked = torch.zeros_like(masked) if need[8] else None
-        for (run, act), (_, grad_act), (_, mixed) in zip(_blocks(a, hidden, spec.runs, N),
-                                                         _blocks(grad_a, hidden, spec.runs, N),
-                                                         _blocks(out, half, spec.runs, N)):
-            k, first, end, masked_rows = run
+        # one group at a time: each run's gradient of the mixed half kept until every group is done
+        kept = a.new_empty(a.numel() // 2) if spec.groupwise is not None else None
+        kept_blocks = _blocks(kept, half, spec.runs, N) if kept is not None else [(run, None) for run in spec.runs]
+        for (run, act), (_, grad_act), (_, mixed), (_, grad_kept) in zip(
+                _blocks(a, hidden, spec.runs, N), _blocks(grad_a, hidden, spec.runs, N),
+                _blocks(out, half, spec.runs, N), kept_blocks):
+            first, end = run[1], run[2]
             quarter = (G, half // G, end - first, N)
             u, v = act.view(2, *quarter).unbind(0)
             mixed = mixed.view(quarter)
             g_run = g[first * N:end * N]
             if need[5]:
                 grad_w2 = _accumulate_mm(grad_w2, g_run.t(), (mixed * v).view(half, -1).t())
-            grad_y = w2.t().mm(g_run.t()).view(quarter)  # (half, T_run) as (G, K, R_run, N)
+            grad_y = torch.mm(w2.t(), g_run.t(), out=grad_kept).view(quarter)  # (half, T_run) as (G, K, R_run, N)
             grad_u, grad_v = grad_act.view(2, *quarter).unbind(0)
             torch.mul(grad_y, mixed, out=grad_v)
             grad_mixed = grad_y.mul_(v)
             if grad_bias is not None:
                 grad_bias += grad_mixed.sum((0, 1, 2))
-            matrix = base if k is None else masked[k]
-            need_matrix = need[7] if k is None else need[8]
-            grad_matrix, grad_fixed = _mix_backward(grad_mixed, u, matrix, masked, masked_rows, grad_u,
-                                                    need_matrix, need[8])
-            if grad_matrix is not None:
-                (grad_base if k is None else grad_masked[k]).add_(grad_matrix)
-            if grad_fixed is not None:
-                grad_masked += grad_fixed
+            if kept is None:
+                _run_mixing_backward(run, grad_mixed, u, grad_u, base, masked, grad_base, grad_masked)
+        grad_params = _groupwise_mixing_backward(spec, a, grad_a, kept, need[11:]) if kept is not None else ()
         # free the activation and its gradient (the loop's views too) before the hidden-sized gradients below
-        del a, out, act, u, v, mixed, grad_y, grad_mixed
+        del a, out, act, u, v, mixed, grad_y, grad_mixed, kept
         grad_h = torch.ops.aten.gelu_backward(grad_a, h, approximate=spec.approximate)
         del grad_a, grad_act, grad_u, grad_v
         grad_w1 = None
@@ -232,22 +318,48 @@ class GatedMLPFunction(torch.autograd.Function):
                 grad_x, grad_lnw, grad_lnb = torch.ops.aten.native_layer_norm_backward(
                     grad_xn, rows, (C, ), mean, rstd, ln_weight, ln_bias, [need[0], need[1], need[2]])
             grad_x = grad_x.view(x.shape) if grad_x is not None else None
-        return grad_x, grad_lnw, grad_lnb, grad_w1, grad_b1, grad_w2, grad_b2, grad_base, grad_masked, grad_bias, None
+        return (grad_x, grad_lnw, grad_lnb, grad_w1, grad_b1, grad_w2, grad_b2, grad_base, grad_masked, grad_bias, None,
+                *grad_params)
+
+
+def _groupwise_mixing_backward(spec: GatedMLPSpec, a, grad_a, grad_mixed, need):
+    """Backward of the token mixing with each group's matrices built again, with autograd, one group at a
+    time: writes the ``X1`` half of ``grad_a`` (run by run) and returns the gradients of the mixing's
+    parameters (``need``: which)."""
+    N, G = spec.tokens, spec.groups
+    hidden = a.numel() // (spec.runs[-1][2] * N)
+    half = hidden // 2
+    params = [p for p, n in zip(spec.groupwise[0].parameters(), need) if n]
+    grads = [torch.zeros_like(p) for p in params]
+    for group, base_g, masked_g in _group_matrices(spec, None, None, grad=bool(params)):
+        grad_base = torch.zeros_like(base_g) if params else None
+        grad_masked = torch.zeros_like(masked_g) if params and masked_g is not None else None
+        detached = None if masked_g is None else masked_g.detach()
+        for (run, act), (_, grad_act), (_, grad_kept) in zip(_blocks(a, hidden, spec.runs, N),
+                                                             _blocks(grad_a, hidden, spec.runs, N),
+                                                             _blocks(grad_mixed, half, spec.runs, N)):
+            quarter = (G, half // G, run[2] - run[1], N)
+            _run_mixing_backward(run, grad_kept.view(quarter)[group], act[:half].view(quarter)[group],
+                                 grad_act[:half].view(quarter)[group], base_g.detach(), detached, grad_base,
+                                 grad_masked)
+        _add_param_grads(grads, params, (base_g, grad_base), (masked_g, grad_masked))
+    it = iter(grads)
+    return tuple(next(it) if n else None for n in need)
 
 
 class GroupwiseMixingFunction(torch.autograd.Function):
-    """:func:`mix_windows` with the positional matrices of ``mixing`` (a ``_PositionMixing``) built one
+    """:func:`mix_run` with the positional matrices of ``mixing`` (a ``_PositionMixing``) built one
     group at a time, in forward and again in backward: the ``(G, N, N)`` matrices of all groups never
     exist at once (a joint spatio-temporal window of 16x14x14 tokens would need ``G x 39 MB`` per block,
     kept for backward). ``params`` are ``mixing``'s parameters (their gradients are returned)."""
 
     @staticmethod
-    def forward(ctx, mixing, patterns, masked_rows: MaskedRows, u, token_bias, *params):
+    def forward(ctx, mixing, patterns, run: MixingRun, u, token_bias, *params):
         out = torch.empty_like(u)
         for g in range(u.shape[0]):
             base, masked = mixing.group_matrices(g, patterns)
-            out[g:g + 1] = mix_windows(u[g:g + 1], base, masked, token_bias, masked_rows)
-        ctx.mixing, ctx.patterns, ctx.masked_rows = mixing, patterns, masked_rows
+            mix_run(u[g:g + 1], run, base, masked, token_bias, into=out[g:g + 1])
+        ctx.mixing, ctx.patterns, ctx.run = mixing, patterns, run
         ctx.save_for_backward(u)
         return out
 
@@ -261,17 +373,25 @@ class GroupwiseMixingFunction(torch.autograd.Function):
         for g in range(u.shape[0]):
             with torch.enable_grad():
                 base, masked = ctx.mixing.group_matrices(g, ctx.patterns)
-            grad_base, grad_masked = _mix_backward(grad_out[g:g + 1].clone(), u[g:g + 1], base.detach(),
-                                                   None if masked is None else masked.detach(), ctx.masked_rows,
-                                                   grad_u[g:g + 1], bool(params), bool(params) and masked is not None)
-            if params:
-                outs = [base] + ([masked] if grad_masked is not None else [])
-                found = torch.autograd.grad(outs, params, [grad_base] + ([grad_masked] if grad_masked is not None
-                                                                         else []), allow_unused=True)
-                for acc, f in zip(grads, found):
-                    if f is not None:
-                        acc += f
+            grad_base = torch.zeros_like(base) if params else None
+            grad_masked = torch.zeros_like(masked) if params and masked is not None else None
+            grad_g = grad_out[g:g + 1].clone(memory_format=torch.contiguous_format)  # (the gate's is permuted)
+            _run_mixing_backward(ctx.run, grad_g, u[g:g + 1], grad_u[g:g + 1], base.detach(),
+                                 None if masked is None else masked.detach(), grad_base, grad_masked)
+            _add_param_grads(grads, params, (base, grad_base), (masked, grad_masked))
         grad_bias = grad_out.sum((0, 1, 2)) if need[4] else None
         it = iter(grads)
         return (None, None, None, grad_u if need[3] else None, grad_bias,
                 *[next(it) if n else None for n in need[5:]])
+
+
+def _add_param_grads(grads, params, *pairs) -> None:
+    """Adds the gradients of ``params`` reached from ``(matrix, its gradient)`` ``pairs`` into ``grads``
+    (pairs with a None gradient skipped)."""
+    pairs = [(m, g) for m, g in pairs if g is not None]
+    if not params or not pairs:
+        return
+    found = torch.autograd.grad([m for m, _ in pairs], params, [g for _, g in pairs], allow_unused=True)
+    for acc, f in zip(grads, found):
+        if f is not None:
+            acc += f

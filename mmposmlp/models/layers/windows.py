@@ -101,6 +101,10 @@ def _window_masks(padded: Tuple[int, ...], valid: Tuple[int, ...], window: Tuple
     needs_pad = any(p != v for p, v in zip(padded, valid))
     if not needs_pad and not any(shift):
         return None
+    if d > 1 and window[0] == 1 and padded[0] == valid[0] and not shift[0]:
+        # a leading axis of one-slice windows (maps of a batch, frames) repeats the masks of one slice
+        inner = _window_masks(padded[1:], valid[1:], window[1:], shift[1:])
+        return None if inner is None else (inner[0], inner[1].repeat(padded[0]), inner[2])
     # Region label of every position of the shifted grid: the last window along a shifted axis
     # holds two strips that were not adjacent before the shift.
     label = torch.zeros(padded, dtype=torch.long)
