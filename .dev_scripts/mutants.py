@@ -52,7 +52,8 @@ MUTANTS = [
          find='idx = (slice(None), ) + tuple(slice(0, v) for v in valid) + (slice(None), )',
          replace='idx = (slice(None), ) + tuple(slice(x.shape[1 + i] - v, None) for i, v in enumerate(valid)) '
                  '+ (slice(None), )',
-         tests=[T_REF], why='the crop after padding keeps the end of the padded map'),
+         tests=[T_REF, T_POSMLP + '::test_traced_model_equals_eager_on_padded_and_unpadded_maps'],
+         why='the crop after padding keeps the end of the padded map'),
     # ------------------------------------------------------------------ gating unit, positional mixing
     dict(id='gate-group-order', file='mmposmlp/models/layers/gating.py',
          find='y = v.reshape(M, N, K, G) * out.permute(2, 3, 1, 0)',
