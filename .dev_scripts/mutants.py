@@ -52,7 +52,8 @@ MUTANTS = [
          find='idx = (slice(None), ) + tuple(slice(0, v) for v in valid) + (slice(None), )',
          replace='idx = (slice(None), ) + tuple(slice(x.shape[1 + i] - v, None) for i, v in enumerate(valid)) '
                  '+ (slice(None), )',
-         tests=[T_REF], why='the crop after padding keeps the end of the padded map'),
+         tests=[T_REF, T_POSMLP + '::test_traced_model_equals_eager_on_padded_and_unpadded_maps'],
+         why='the crop after padding keeps the end of the padded map'),
     dict(id='export-border-repeats-copied', file='mmposmlp/models/layers/windows.py',
          find='        fixed = torch.where(first.view(-1, 1), fixed, fixed.detach())  # repeats: no gradient\n',
          replace='',
@@ -219,6 +220,23 @@ MUTANTS = [
          find="new = f'backbone.norm{int(k[4]) // 2}.' + k[6:]",
          replace="new = f'backbone.norm{3 - int(k[4]) // 2}.' + k[6:]",
          tests=['tests/test_converter_key_families.py', T_WAVE], why="official dense norms norm0/2/4/6 mapped to the wrong stages' outputs"),
+    # ------------------------------------------------------------------ ConvPE stem: recomputing training path
+    dict(id='stem-recompute-default-eps', file='mmposmlp/models/layers/norm_act_conv.py',
+         find='spec.eps)[0]  # (batch statistics', replace='1e-5)[0]  # (batch statistics',
+         tests=['tests/test_stem.py'], why="backward recomputes the normed map with BN's default eps, not the norm's"),
+    dict(id='stem-recompute-batch-stats-under-norm-eval', file='mmposmlp/models/layers/norm_act_conv.py',
+         find='run_mean, run_var, spec.batch_stats, 0.0,', replace='run_mean, run_var, True, 0.0,',
+         tests=['tests/test_stem.py'],
+         why='backward recomputes the normed map of a norm on its running statistics (norm_eval) from batch '
+             'statistics'),
+    dict(id='stem-batch-counted-twice', file='mmposmlp/models/layers/norm_act_conv.py',
+         find='    momentum = batch_norm_momentum(norm)\n',
+         replace='    momentum = batch_norm_momentum(norm)\n    momentum = batch_norm_momentum(norm)\n',
+         tests=['tests/test_stem.py'],
+         why='each training step counts twice in num_batches_tracked (momentum=None: the wrong running average)'),
+    dict(id='stem-image-grad-dropped', file='mmposmlp/models/layers/norm_act_conv.py',
+         find='spec.conv_in, list(needs[:3]))', replace='spec.conv_in, [False] + list(needs[1:3]))',
+         tests=['tests/test_stem.py'], why="the stem gives no gradient to an input that requires one"),
     # ------------------------------------------------------------------ official-checkpoint converters
     dict(id='posmlp-centre-axes', file='mmposmlp/models/converters/posmlp.py',
          find='    value = torch.stack([-value[:, 1], value[:, 0]], dim=1)',

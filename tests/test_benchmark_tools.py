@@ -274,6 +274,23 @@ def test_module_profile_of_a_training_step(tiny_cfg, tmp_path):
     assert 'saved for backward MiB' in out.read_text()
 
 
+def test_module_profile_leaves_the_stems_recomputing_path_on(tiny_cfg):
+    """The profiler's hooks stay off the stem's modules: a hooked ConvPE takes the modules' path, which keeps
+    several half-resolution maps more, so the profile would show a stem the training step does not run."""
+    from mmposmlp.models.layers.norm_act_conv import no_hooks
+    from tools.analysis import module_profile as MP
+    built = B.build_candidate(B.Spec(tiny_cfg))
+    stem = built.module.backbone.patch_embed
+    tracker = MP._ModuleTracker(built.module, ranges=False)
+    try:
+        assert no_hooks(*[m for m in stem.modules() if m is not stem]) and not no_hooks(stem)
+        assert not no_hooks(built.module.backbone.stages[0])  # the rest is still tracked
+        built.module.train()
+        assert stem._recomputing_training(torch.zeros(1, 3, 32, 32))
+    finally:
+        tracker.remove()
+
+
 def test_suite_summary_prints_posmlp_over_swin(monkeypatch, capsys, tmp_path):
     """The summary's speed ratio is PosMLP's throughput over Swin's and its memory ratio PosMLP's peak over
     Swin's (the comparisons themselves are stubbed: building four detector / recognizer pairs is minutes)."""

@@ -502,3 +502,21 @@ def test_flops_match_table2(arch, gflops):
     counter.uncalled_modules_warnings(False)
     measured = counter.total() / 1e9
     assert abs(measured - gflops) / gflops < 0.05, measured
+
+
+@pytest.mark.parametrize('hw', [(50, 70), (56, 56)])
+def test_traced_model_equals_eager_on_padded_and_unpadded_maps(hw):
+    """``torch.jit.trace`` (TorchScript deployment, FLOP counters) records the pad / partition / crop form
+    of the windows instead of the scatter and gather: a traced PosMLP gives the eager outputs, also where
+    every stage pads its map (50x70: 13x18 tokens at stride 4 in 7x7 windows)."""
+    torch.manual_seed(3)
+    model = PosMLP(arch=TINY, out_indices=(0, 1, 2, 3), drop_path_rate=0.).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    x = torch.randn(1, 3, *hw, dtype=torch.float64)
+    with torch.no_grad():
+        eager = model(x)
+        traced = torch.jit.trace(model, x, check_trace=False)(x)
+    for a, b in zip(eager, traced):
+        assert a.shape == b.shape and (a - b).abs().max() < 1e-12

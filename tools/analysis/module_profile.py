@@ -10,8 +10,8 @@
 
 Module names are folded into units (``blocks.<j>`` -> ``blocks.*``, heads and necks to their top
 module), so a table has one row per stem, stage's blocks (and their composite sub-modules: Swin's
-attention and FFN; a block's norms, FCs and activation are leaves, counted in the block), patch
-merging, neck and head.
+attention and FFN; a block's norms, FCs and activation are leaves, counted in the block; so are the
+stem's modules, counted in the stem), patch merging, neck and head.
 """
 import re
 from collections import defaultdict
@@ -81,6 +81,8 @@ class _ModuleTracker:
                 # leaves inside a block (its norms, FCs, activation) are not hooked: a block's fused
                 # path calls them as modules only when they carry no hooks, so a hook would change it
                 continue
+            if re.search(r'(^|\.)patch_embed\.', name):
+                continue  # the same for the stem's modules (PosMLP's ConvPE runs one recomputing function)
             self._handles.append(module.register_forward_pre_hook(self._enter(name)))
             self._handles.append(module.register_forward_hook(self._exit(), always_call=True))
 

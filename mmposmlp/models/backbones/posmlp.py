@@ -18,6 +18,7 @@ from ..converters.posmlp import checkpoint_filter_fn
 from ..layers.export_mode import ExportModeMixin, exporting
 from ..layers.gating import PositionalGatingUnit, init_gated_mlp_weights
 from ..layers.grouped_conv import GroupedConv2d
+from ..layers.norm_act_conv import eager_cpu_training, no_hooks, norm_act_conv, plain_chain
 from ..layers.norms import channels_first_norm_cfg
 from ..layers.windows import map_layout, to_tuple
 
@@ -36,6 +37,30 @@ class ConvPatchEmbed(nn.Sequential):
             ConvModule(i, o, k, stride=s, padding=p, bias=True, norm_cfg=norm_cfg, act_cfg=a)
             for i, o, k, s, p, a in specs
         ])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self._recomputing_training(x):
+            return super().forward(x)
+        first, second, third = self
+        x = norm_act_conv(x, first.conv, first.norm, first.activate, second.conv)
+        return third.norm(norm_act_conv(x, None, second.norm, second.activate, third.conv))
+
+    def _recomputing_training(self, x: torch.Tensor) -> bool:
+        """Whether training runs through :func:`norm_act_conv`, which keeps for backward only the image
+        and the 1/4-resolution conv outputs (not the 1/2-resolution maps, the normed maps and the
+        activations) and gives bit-identical results: eager CPU autograd without autocast, BatchNorm
+        (batch or running statistics: ``norm_eval``), GELU, trainable parameters, no hooks on the stem's
+        modules."""
+        if not eager_cpu_training(x):
+            return False
+        first, second, third = self
+        if not no_hooks(*self) or any(m.order != ('conv', 'norm', 'act') or m.with_explicit_padding
+                                      or m.with_spectral_norm or getattr(m, 'efficient_conv_bn_eval_forward', None)
+                                      for m in self):
+            return False
+        return (first.with_activation and second.with_activation and not third.with_activation
+                and plain_chain(first.conv, first.norm, first.activate, second.conv)
+                and plain_chain(None, second.norm, second.activate, third.conv))
 
 
 class ConvPatchMerging(nn.Module):
