@@ -79,13 +79,12 @@ GROUPWISE_BYTES = 128 << 20
 RUNS_MIXING_SHARE = 1 / 16
 
 
-def _mixing_runs(layout: Optional[WindowLayout], masked: Optional[torch.Tensor], start: int, count: int,
-                 by_run: bool = True):
+def _mixing_runs(layout: Optional[WindowLayout], start: int, count: int, by_run: bool = True):
     """:data:`~.token_mixing.MixingRun` s of windows ``start .. start + count``: one per run of a
     mask-ordered layout (``by_run``), else one for all windows: of a mask-ordered layout, its runs each
     mixed once (:data:`~.token_mixing.EACH`); of a row-major layout, with the masked windows listed for
     recomputation."""
-    if masked is None or layout is None or not layout.masked_patterns:
+    if layout is None or not layout.masked_patterns:
         return ((None, 0, count, []), )
     if not layout.ordered:
         return ((None, 0, count, layout.masked_rows(start, count)), )
@@ -273,7 +272,7 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         w1, b1, w2 = weights
         B, nW, N, _ = x.shape
         patterns = layout.patterns if layout is not None else None
-        runs = _mixing_runs(layout, patterns, 0, B * nW, self._by_run(weights))
+        runs = _mixing_runs(layout, 0, B * nW, self._by_run(weights))
         # the mixing is recomputed in backward where it costs less than a quarter of the FCs' work
         mixing_macs, fc_macs = self._macs_per_token(weights)
         cheap = 4 * mixing_macs <= fc_macs
@@ -352,14 +351,14 @@ class PositionalGatingUnit(ExportModeMixin, nn.Module):
         batch's windows; padded/shifted windows use masked ``P``."""
         patterns = layout.patterns if layout is not None else None
         if self._groupwise(u) and not (layout is not None and layout.in_graph):
-            run, = _mixing_runs(layout, patterns, start, u.shape[2], by_run=False)
+            run, = _mixing_runs(layout, start, u.shape[2], by_run=False)
             return GroupwiseMixingFunction.apply(self.mixing, patterns, run, u, self.token_bias,
                                                  *self.mixing.parameters())
         base, masked = self.mixing.matrices(patterns)
         if layout is not None and layout.in_graph:  # export: masks per class block of windows
             return layout.mix_windows(u, lambda m, x: apply_token_mixing(m, x, self.token_bias), base, masked,
                                       self.token_bias)
-        run, = _mixing_runs(layout, masked, start, u.shape[2], by_run=False)
+        run, = _mixing_runs(layout, start, u.shape[2], by_run=False)
         return mix_run(u, run, base, masked, self.token_bias)
 
     def _gate(self, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
