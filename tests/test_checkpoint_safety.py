@@ -1047,3 +1047,16 @@ def test_plain_copy_loads_with_torch_default_weights_only_and_keeps_the_values()
     out = torch.load(buf, weights_only=True)  # torch's default allow-list
     assert out == dict(s={1, 2}, p=(1, 0.5), e=2, u='ab', r=[(1, 2.5)], o=[1, 'x'], d={'a': [3]})
     assert [type(out[k]) for k in 'spedu'] == [set, tuple, int, dict, str]
+
+
+@pytest.mark.parametrize('value', [collections.defaultdict(list, a=[1]), collections.namedtuple('Pair', 'a b')(1, 2),
+                                   np.matrix([[1.0]]), type('Items', (list, ), {})([1])],
+                         ids=['defaultdict', 'namedtuple', 'ndarray subclass', 'list subclass'])
+def test_loaded_containers_are_refused_unless_of_the_exact_types_torch_gives(value):
+    """After torch's restricted load, containers are taken by exact type: a subclass (which the scan and
+    torch's allow-list keep out of a file today) is refused, not copied as its base type."""
+    from mmposmlp.utils.checkpoint_scan import Refused
+    from mmposmlp.utils.safe_load import _LoadedTree
+    with pytest.raises(Refused, match=f'an object of type {type(value).__name__}$'):
+        _LoadedTree(1 << 20)({'state_dict': {'w': value}})
+    assert _LoadedTree(1 << 20)({'w': [1, (2, ), {3}, frozenset({4})]}) == {'w': [1, (2, ), {3}, frozenset({4})]}

@@ -128,6 +128,10 @@ def _history_state(x):
     return plain_history(state['_log_history'], state['_count_history'], state['max_length'])
 
 
+#: the containers a restricted load gives, by exact type (subclasses are refused)
+_CONTAINERS = (dict, collections.OrderedDict, list, tuple, set, frozenset, np.ndarray)
+
+
 class _LoadedTree(PlainTree):
     """What torch's restricted load returned, as plain data: numpy dtypes become their names, placeholders
     their state; refused are cycles, deep nesting, tensors larger than the file (``limit`` bytes) or with
@@ -146,6 +150,11 @@ class _LoadedTree(PlainTree):
         if x._backward_hooks:  # what the file gave _rebuild_tensor_v2 or _rebuild_parameter as hooks
             raise _Refusal('a tensor with backward hooks')
         return x
+
+    def convert(self, x, depth):
+        if type(x) not in _CONTAINERS and isinstance(x, _CONTAINERS):  # a subclass, not torch's own output
+            raise _Refusal(f'an object of type {type(x).__name__}')
+        return super().convert(x, depth)
 
     def enter(self, x, depth):
         if id(x) in self.active:
